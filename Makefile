@@ -1,0 +1,27 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both set everything up by themselves.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test venv bench clean
+
+$(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/demo.py --log ./demo-log
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) tools/bench/bench_file_log.py
+
+clean:
+	rm -rf $(VENV) demo-log build *.egg-info
