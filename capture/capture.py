@@ -1,0 +1,207 @@
+"""Capture for Python operators: one worker's part of a stream, written as Progress/Messages events.
+
+Follows timely's ``capture_into``: the part starts holding a capability at the minimum time; ``send``
+records at times the part still holds; ``advance_to`` moves the frontier forward and writes the
+consolidated change as one Progress event; ``close`` empties the frontier (the part is finished).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable
+
+import pyarrow as pa
+
+from eventlog.antichain import Antichain, MutableAntichain
+from eventlog.change_batch import ChangeBatch
+from eventlog.errors import HeaderMismatchError, ProgressError, StreamNotFoundError
+from eventlog.events import Messages, Progress
+from eventlog.header import StreamHeader
+from eventlog.log import Log, PartWriter, open_log
+from eventlog.records import Records, to_batch
+from eventlog.time import Time, TimeType
+
+_log = logging.getLogger("eventlog")
+
+
+class Capture:
+    """Writes one part (``worker`` of ``peers``) of ``stream`` into ``log``.
+
+    ``schema`` is required to create a stream and optional when it exists (the header's is used);
+    ``encoding`` (``"arrow"``/``"avro"``) and ``time`` (``"int64"``/``"product:K"``) default to the stored
+    header's, or to ``"arrow"`` and ``"int64"`` for a new stream. ``advance_to`` and ``close`` return once
+    the events so far are durable as the log's ``sync`` mode promises. Reopening a part continues after its
+    last event, with the frontier it had. Leaving a ``with`` block by an exception does not finish the part.
+    """
+
+    def __init__(
+        self,
+        log: "Log | str | os.PathLike[str]",
+        stream: str,
+        worker: int,
+        peers: int,
+        *,
+        schema: pa.Schema | None = None,
+        encoding: str | None = None,
+        time: "str | TimeType | None" = None,
+        sync: str | None = None,
+    ) -> None:
+        self.log = log if isinstance(log, Log) else open_log(log)
+        self.header = self._open_header(stream, peers, schema, encoding, time)
+        self.stream = stream
+        self.worker = worker
+        self.peers = peers
+        self._writer: PartWriter = self.log.writer(stream, worker, sync=sync)
+        self._closed = False
+        try:
+            self._frontier = self._recover_frontier()
+        except BaseException:
+            self._writer.close()
+            raise
+        if self._frontier.is_empty() and self._writer.next_seq > 1:
+            self._writer.close()
+            self._closed = True
+            raise ProgressError(
+                "part is already finished (its frontier is empty); capture into a new stream name",
+                stream=stream, part=worker, seq=self._writer.next_seq - 1,
+            )
+
+    # -- opening ---------------------------------------------------------------------------------------
+
+    def _open_header(
+        self, stream: str, peers: int, schema: pa.Schema | None, encoding: str | None, time: "str | TimeType | None"
+    ) -> StreamHeader:
+        if schema is not None:
+            wanted = StreamHeader(stream, peers, schema, TimeType.parse(time or "int64"), encoding or "arrow")
+            if time is None or encoding is None:  # unspecified settings follow an existing stream
+                try:
+                    stored = self.log.header(stream)
+                    wanted = StreamHeader(
+                        stream, peers, schema,
+                        TimeType.parse(time) if time is not None else stored.time_type,
+                        encoding or stored.encoding,
+                    )
+                except StreamNotFoundError:
+                    pass
+            return self.log.create_stream(wanted)
+        try:
+            stored = self.log.header(stream)
+        except StreamNotFoundError:
+            raise StreamNotFoundError(
+                f"stream {stream!r} does not exist in {self.log.uri}; pass schema= to create it", stream=stream
+            ) from None
+        diffs = []
+        if stored.peers != peers:
+            diffs.append(f"peers {peers} != {stored.peers}")
+        if encoding is not None and encoding != stored.encoding:
+            diffs.append(f"encoding {encoding!r} != {stored.encoding!r}")
+        if time is not None and TimeType.parse(time) != stored.time_type:
+            diffs.append(f"time type {TimeType.parse(time)} != {stored.time_type}")
+        if diffs:
+            raise HeaderMismatchError("stream exists with another header: " + "; ".join(diffs), stream=stream)
+        return stored
+
+    def _recover_frontier(self) -> Antichain:
+        counts = MutableAntichain([(self.header.time_type.minimum, 1)])
+        if self._writer.next_seq == 1:
+            return counts.frontier
+        with self.log.reader(self.stream, self.worker, progress_only=True) as reader:
+            for entry in reader:
+                if entry.seq >= self._writer.next_seq:
+                    break
+                try:
+                    counts.update_iter(entry.event.updates)  # type: ignore[union-attr]
+                except ProgressError as e:
+                    raise ProgressError(e.reason, stream=self.stream, part=self.worker, seq=entry.seq) from None
+        return counts.frontier
+
+    # -- the capture API -------------------------------------------------------------------------------
+
+    @property
+    def frontier(self) -> Antichain:
+        """The times this part may still send at (empty once closed)."""
+        return self._frontier
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence id the next event gets."""
+        return self._writer.next_seq
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProgressError("capture is closed", stream=self.stream, part=self.worker)
+
+    def send(self, time: Time, records: Records) -> None:
+        """Append records at ``time``; ``time`` must be in advance of the frontier. Empty records write nothing."""
+        self._check_open()
+        t = self.header.time_type.check(time)
+        if not self._frontier.less_equal(t):
+            raise ProgressError(
+                f"cannot send at time {t!r}: not in advance of the frontier {list(self._frontier)}",
+                stream=self.stream, part=self.worker, seq=self._writer.next_seq,
+            )
+        batch = to_batch(records, self.header.schema, stream=self.stream, part=self.worker)
+        if batch.num_rows:
+            self._writer.append(Messages(t, batch))
+
+    def advance_to(self, frontier: "Time | Antichain | Iterable[Time]") -> None:
+        """Move the frontier to ``frontier`` (a time, an Antichain or times); it may not move backwards.
+        Writes the consolidated capability change and returns once it is durable."""
+        self._check_open()
+        new = self._as_antichain(frontier)
+        old = self._frontier
+        if not old.dominates(new):
+            raise ProgressError(
+                f"frontier cannot move backwards from {list(old)} to {list(new)}",
+                stream=self.stream, part=self.worker, seq=self._writer.next_seq,
+            )
+        if new != old:
+            changes = ChangeBatch((t, -1) for t in old)
+            changes.extend((t, 1) for t in new)
+            self._writer.append(Progress(changes.consolidated()))
+            self._frontier = new
+        self._writer.sync()
+
+    def _as_antichain(self, frontier: "Time | Antichain | Iterable[Time]") -> Antichain:
+        check = self.header.time_type.check
+        if isinstance(frontier, Antichain):
+            return Antichain(check(t) for t in frontier)
+        if isinstance(frontier, int) or (isinstance(frontier, tuple) and self.header.time_type.arity):
+            if not (isinstance(frontier, tuple) and frontier and isinstance(frontier[0], tuple)):
+                return Antichain([check(frontier)])
+        return Antichain(check(t) for t in frontier)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Finish the part: empty its frontier, make everything durable, release the writer."""
+        if self._closed:
+            return
+        try:
+            if not self._frontier.is_empty():
+                self.advance_to(Antichain())
+        finally:
+            self._closed = True
+            self._writer.close()
+
+    def abort(self) -> None:
+        """Release the writer without finishing the part (what was appended is kept and synced)."""
+        if not self._closed:
+            self._closed = True
+            self._writer.close()
+
+    def __enter__(self) -> "Capture":
+        return self
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            _log.info("capture of stream %r part %d left by %s: part not finished", self.stream, self.worker,
+                      exc_type.__name__)
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"Capture({self.stream!r}, worker={self.worker}, peers={self.peers}, frontier={list(self._frontier)})"
+
+
+__all__ = ["Capture"]

@@ -1,0 +1,1 @@
+"""Where logs live: ``files`` (local and ``pyarrow.fs``), ``memory`` (in-process)."""

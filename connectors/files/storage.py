@@ -1,0 +1,369 @@
+"""Where the file log's bytes live: the local disk, any ``pyarrow.fs`` filesystem, or process memory.
+
+The file log needs few operations: list a folder, create a file exclusively, append to a file it created,
+read byte ranges, truncate (to cut a torn tail), fsync, and an exclusive writer lock per part.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from typing import Protocol
+
+import pyarrow.fs as pafs
+
+from eventlog.errors import PartLockedError
+
+
+class AppendFile(Protocol):
+    """A file being written at its end."""
+
+    def write(self, data: bytes) -> None: ...
+    def flush(self) -> None: ...
+    def fsync(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class ReadFile(Protocol):
+    """A file read by byte ranges; ``size()`` may grow while a writer appends."""
+
+    def size(self) -> int: ...
+    def read_at(self, offset: int, length: int) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class Storage(Protocol):
+    """The operations the file log needs from a filesystem."""
+
+    def list_dir(self, path: str) -> list[str]: ...
+    def exists(self, path: str) -> bool: ...
+    def make_dirs(self, path: str) -> None: ...
+    def read_file(self, path: str) -> bytes: ...
+    def create_exclusive(self, path: str, data: bytes) -> bool: ...
+    def create(self, path: str) -> AppendFile: ...
+    def open_read(self, path: str) -> ReadFile: ...
+    def truncate(self, path: str, size: int) -> None: ...
+    def remove(self, path: str) -> None: ...
+    def sync_dir(self, path: str) -> None: ...
+    def lock(self, path: str) -> object: ...
+    def unlock(self, handle: object) -> None: ...
+    def join(self, *parts: str) -> str: ...
+
+
+# -- local disk -------------------------------------------------------------------------------------------
+
+
+class _LocalAppend:
+    def __init__(self, path: str) -> None:
+        self._f = open(path, "xb")  # noqa: SIM115 - closed by close()
+
+    def write(self, data: bytes) -> None:
+        self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def fsync(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _LocalRead:
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        return os.pread(self._fd, length, offset)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class LocalStorage:
+    """The local disk through ``os``: real appends, fsync, truncate and ``flock`` writer locks."""
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+    def list_dir(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def make_dirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def read_file(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)  # atomic create-if-absent: readers never see a half-written file
+            self.sync_dir(os.path.dirname(path) or ".")
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def create(self, path: str) -> _LocalAppend:
+        return _LocalAppend(path)
+
+    def open_read(self, path: str) -> _LocalRead:
+        return _LocalRead(path)
+
+    def truncate(self, path: str, size: int) -> None:
+        with open(path, "r+b") as f:
+            f.truncate(size)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def remove(self, path: str) -> None:
+        os.unlink(path)
+
+    def sync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def lock(self, path: str) -> object:
+        import fcntl
+
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise PartLockedError("another writer holds this part", path=path) from None
+            raise
+        return fd
+
+    def unlock(self, handle: object) -> None:
+        os.close(handle)  # type: ignore[arg-type] - closing the fd releases the flock
+
+
+# -- any pyarrow filesystem --------------------------------------------------------------------------------
+
+
+class _ArrowAppend:
+    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
+        self._out = fs.open_output_stream(path)
+
+    def write(self, data: bytes) -> None:
+        self._out.write(data)
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def fsync(self) -> None:  # pyarrow streams have no fsync; the object store makes the file durable on close
+        self._out.flush()
+
+    def close(self) -> None:
+        self._out.close()
+
+
+class _ArrowRead:
+    def __init__(self, fs: pafs.FileSystem, path: str) -> None:
+        self._fs, self._path = fs, path
+        self._f = fs.open_input_file(path)
+
+    def size(self) -> int:
+        return self._fs.get_file_info(self._path).size
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        size = self.size()
+        if size != self._f.size():  # the file grew: reopen to see the new bytes
+            self._f.close()
+            self._f = self._fs.open_input_file(self._path)
+        return self._f.read_at(max(0, min(length, size - offset)), offset)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class ArrowFsStorage:
+    """Any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS, …). No writer lock and no fsync: a segment becomes
+    durable and visible when its writer closes it; a torn tail is cut by rewriting the file."""
+
+    def __init__(self, fs: pafs.FileSystem) -> None:
+        self.fs = fs
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.rstrip("/") for p in parts if p)
+
+    def list_dir(self, path: str) -> list[str]:
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        except FileNotFoundError:
+            return []
+        return sorted(i.base_name for i in infos)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def make_dirs(self, path: str) -> None:
+        self.fs.create_dir(path, recursive=True)
+
+    def read_file(self, path: str) -> bytes:
+        with self.fs.open_input_stream(path) as f:
+            return f.read()
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        if self.exists(path):  # best effort: object stores offer no atomic create-if-absent here
+            return False
+        with self.fs.open_output_stream(path) as out:
+            out.write(data)
+        return True
+
+    def create(self, path: str) -> _ArrowAppend:
+        return _ArrowAppend(self.fs, path)
+
+    def open_read(self, path: str) -> _ArrowRead:
+        return _ArrowRead(self.fs, path)
+
+    def truncate(self, path: str, size: int) -> None:
+        with self.fs.open_input_file(path) as f:
+            data = f.read_at(size, 0)
+        with self.fs.open_output_stream(path) as out:
+            out.write(data)
+
+    def remove(self, path: str) -> None:
+        self.fs.delete_file(path)
+
+    def sync_dir(self, path: str) -> None:
+        pass
+
+    def lock(self, path: str) -> object:
+        return None
+
+    def unlock(self, handle: object) -> None:
+        pass
+
+
+# -- process memory ----------------------------------------------------------------------------------------
+
+
+class _MemAppend:
+    def __init__(self, buf: bytearray) -> None:
+        self._buf = buf
+
+    def write(self, data: bytes) -> None:
+        self._buf += data
+
+    def flush(self) -> None:
+        pass
+
+    def fsync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _MemRead:
+    def __init__(self, buf: bytearray) -> None:
+        self._buf = buf
+
+    def size(self) -> int:
+        return len(self._buf)
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        return bytes(self._buf[offset : offset + length])
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryStorage:
+    """Files as bytearrays in a dict: the same log code, in one process, for tests and local pipelines."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, bytearray] = {}
+        self._dirs: set[str] = {""}
+        self._locks: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+    def list_dir(self, path: str) -> list[str]:
+        prefix = f"{path}/" if path else ""
+        names = {p[len(prefix) :].split("/", 1)[0] for p in (*self._files, *self._dirs) if p.startswith(prefix) and p != path}
+        return sorted(n for n in names if n)
+
+    def exists(self, path: str) -> bool:
+        return path in self._files or path in self._dirs
+
+    def make_dirs(self, path: str) -> None:
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            self._dirs.add("/".join(parts[:i]))
+
+    def read_file(self, path: str) -> bytes:
+        try:
+            return bytes(self._files[path])
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        with self._mutex:
+            if path in self._files:
+                return False
+            self._files[path] = bytearray(data)
+            return True
+
+    def create(self, path: str) -> _MemAppend:
+        with self._mutex:
+            if path in self._files:
+                raise FileExistsError(path)
+            buf = self._files[path] = bytearray()
+        return _MemAppend(buf)
+
+    def open_read(self, path: str) -> _MemRead:
+        try:
+            return _MemRead(self._files[path])
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def truncate(self, path: str, size: int) -> None:
+        del self._files[path][size:]
+
+    def remove(self, path: str) -> None:
+        del self._files[path]
+
+    def sync_dir(self, path: str) -> None:
+        pass
+
+    def lock(self, path: str) -> object:
+        with self._mutex:
+            if path in self._locks:
+                raise PartLockedError("another writer holds this part", path=path)
+            self._locks.add(path)
+        return path
+
+    def unlock(self, handle: object) -> None:
+        with self._mutex:
+            self._locks.discard(handle)  # type: ignore[arg-type]
+

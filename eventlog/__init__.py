@@ -1,0 +1,34 @@
+"""eventlog: capture/replay event logs in timely dataflow's Progress/Messages model.
+
+The model (times, antichains, events, stream headers), the Arrow and Avro encodings and ``open_log``.
+"""
+
+from .antichain import Antichain, MutableAntichain
+from .change_batch import ChangeBatch
+from .errors import (
+    CorruptLogError,
+    EventLogError,
+    HeaderMismatchError,
+    InvalidTimeError,
+    InvalidURIError,
+    PartLockedError,
+    ProgressError,
+    SchemaMismatchError,
+    SequenceError,
+    StreamNotFoundError,
+    UnsupportedVersionError,
+)
+from .events import Entry, Event, Messages, Progress
+from .header import FORMAT_VERSION, StreamHeader
+from .log import Log, PartReader, PartWriter, open_log
+from .time import INT64, Time, TimeType
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Antichain", "ChangeBatch", "CorruptLogError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
+    "HeaderMismatchError", "INT64", "InvalidTimeError", "InvalidURIError", "Log", "Messages",
+    "MutableAntichain", "PartLockedError", "PartReader", "PartWriter", "Progress", "ProgressError",
+    "SchemaMismatchError", "SequenceError", "StreamHeader", "StreamNotFoundError", "Time", "TimeType",
+    "UnsupportedVersionError", "open_log",
+]

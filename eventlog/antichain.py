@@ -1,0 +1,131 @@
+"""Antichains (frontiers) and counted frontiers, as in timely's progress tracking.
+
+A frontier is an antichain: a set of mutually incomparable times. A time ``t`` is *in advance of* the
+frontier when some element is ``<= t``; a time is *complete* when no element is ``<= t`` any more.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from .change_batch import ChangeBatch
+from .errors import ProgressError
+from .time import Time, less_equal, less_than
+
+
+def _minimal(times: Iterable[Time]) -> tuple[Time, ...]:
+    """The minimal elements of ``times``, sorted, without duplicates."""
+    unique = sorted(set(times))
+    if unique and isinstance(unique[0], int):
+        return (unique[0],)
+    out: list[Time] = []
+    for t in unique:  # sorted order: anything <= t comes before t
+        if not any(less_equal(m, t) for m in out):
+            out.append(t)
+    return tuple(out)
+
+
+class Antichain:
+    """An immutable frontier: the minimal elements of the times given (an empty antichain = finished)."""
+
+    __slots__ = ("_elements",)
+
+    def __init__(self, elements: Iterable[Time] = ()) -> None:
+        self._elements = _minimal(elements)
+
+    @property
+    def elements(self) -> tuple[Time, ...]:
+        """The elements, sorted."""
+        return self._elements
+
+    def less_equal(self, t: Time) -> bool:
+        """True when some element is ``<= t`` (``t`` is in advance of the frontier, not complete)."""
+        return any(less_equal(e, t) for e in self._elements)
+
+    def less_than(self, t: Time) -> bool:
+        """True when some element is strictly less than ``t``."""
+        return any(less_than(e, t) for e in self._elements)
+
+    def dominates(self, other: "Antichain") -> bool:
+        """True when every element of ``other`` is in advance of this frontier (``self <= other``)."""
+        return all(self.less_equal(t) for t in other._elements)
+
+    def is_empty(self) -> bool:
+        """True when the frontier is empty: every time is complete."""
+        return not self._elements
+
+    def __iter__(self) -> Iterator[Time]:
+        return iter(self._elements)
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __bool__(self) -> bool:
+        return bool(self._elements)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Antichain):
+            return self._elements == other._elements
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._elements)
+
+    def __repr__(self) -> str:
+        return f"Antichain({list(self._elements)!r})"
+
+
+class MutableAntichain:
+    """A counted frontier: counts per time, and the antichain of minimal times with positive count.
+
+    ``update_iter`` applies ``(time, delta)`` changes and returns the resulting changes to the frontier.
+    A count that would go negative raises ProgressError (nothing is applied).
+    """
+
+    __slots__ = ("_counts", "_frontier")
+
+    def __init__(self, initial: Iterable[tuple[Time, int]] = ()) -> None:
+        self._counts: dict[Time, int] = {}
+        self._frontier = Antichain()
+        self.update_iter(initial)
+
+    @property
+    def frontier(self) -> Antichain:
+        """The current frontier."""
+        return self._frontier
+
+    def counts(self) -> tuple[tuple[Time, int], ...]:
+        """The positive counts per time, sorted."""
+        return tuple(sorted(self._counts.items()))
+
+    def less_equal(self, t: Time) -> bool:
+        """True when ``t`` is in advance of the frontier (not complete)."""
+        return self._frontier.less_equal(t)
+
+    def is_empty(self) -> bool:
+        """True when no capability is held."""
+        return not self._counts
+
+    def update_iter(self, updates: Iterable[tuple[Time, int]]) -> tuple[tuple[Time, int], ...]:
+        """Apply updates; return the frontier's consolidated changes (``+1`` new element, ``-1`` gone)."""
+        batch = ChangeBatch(updates)
+        if batch.is_empty():
+            return ()
+        new_counts = dict(self._counts)
+        for t, d in batch.consolidated():
+            c = new_counts.get(t, 0) + d
+            if c < 0:
+                raise ProgressError(f"capability count of time {t!r} would become {c}")
+            if c:
+                new_counts[t] = c
+            else:
+                new_counts.pop(t, None)
+        old = self._frontier
+        self._counts = new_counts
+        self._frontier = Antichain(new_counts)
+        changes = ChangeBatch((t, -1) for t in old)
+        changes.extend((t, 1) for t in self._frontier)
+        return changes.consolidated()
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={list(self._frontier)!r}, counts={list(self.counts())!r})"

@@ -1,0 +1,67 @@
+"""Event encodings: how one event becomes bytes, and how a segment of such bytes is framed.
+
+Every encoding splits a segment into a *prefix* (what a standard reader needs first: the Arrow IPC schema
+message, the Avro container header), one *body* per event (an Arrow IPC record-batch message, an Avro
+container block), and a *suffix* (the Arrow end-of-stream marker). Prefix + bodies + suffix is a standard
+container that third-party readers open; prefix + any run of whole bodies is one too.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..events import Event
+from ..header import StreamHeader
+
+
+class SegmentEncoder(Protocol):
+    """Encodes the events of one segment."""
+
+    prefix: bytes
+    """Bytes that start the segment."""
+    suffix: bytes
+    """Bytes that end a segment that is closed cleanly (may be empty)."""
+
+    def encode(self, seq: int, event: Event) -> bytes:
+        """One event's body, carrying its sequence id."""
+        ...
+
+
+class SegmentDecoder(Protocol):
+    """Decodes the bodies of one segment (made from that segment's prefix)."""
+
+    def decode(self, body: memoryview | bytes) -> tuple[int, Event]:
+        """``(seq, event)`` from one body; damaged bytes raise CorruptLogError (location filled by caller)."""
+        ...
+
+
+class EventCodec(Protocol):
+    """An encoding bound to one stream header."""
+
+    file_suffix: str
+    """File name extension of segments (``.arrows``, ``.avro``)."""
+
+    def new_segment(self) -> SegmentEncoder:
+        """An encoder for a new segment."""
+        ...
+
+    def segment_decoder(self, prefix: memoryview | bytes) -> SegmentDecoder:
+        """A decoder for a segment that starts with ``prefix``; a prefix that does not match the header
+        raises CorruptLogError."""
+        ...
+
+
+def codec_for(header: StreamHeader) -> EventCodec:
+    """The codec of ``header.encoding`` for this stream."""
+    if header.encoding == "arrow":
+        from .arrow import ArrowCodec
+
+        return ArrowCodec(header)
+    if header.encoding == "avro":
+        from .avro import AvroCodec
+
+        return AvroCodec(header)
+    raise ValueError(f"unknown encoding {header.encoding!r}")
+
+
+__all__ = ["EventCodec", "SegmentDecoder", "SegmentEncoder", "codec_for"]

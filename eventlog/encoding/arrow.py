@@ -1,0 +1,125 @@
+"""The Arrow encoding: a segment is an Arrow IPC stream, one record batch per event (zstd buffers).
+
+Messages events are batches of the stream schema; Progress events are empty batches. The event itself is
+described in the batch's custom metadata: ``eventlog.seq``, ``eventlog.kind`` (``messages``/``progress``),
+``eventlog.time`` (JSON time) or ``eventlog.updates`` (JSON ``[[time, delta], …]``). See FORMAT.md.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from ..errors import CorruptLogError
+from ..events import Event, Messages, Progress
+from ..header import StreamHeader
+
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_SEQ, _KIND, _TIME, _UPDATES = b"eventlog.seq", b"eventlog.kind", b"eventlog.time", b"eventlog.updates"
+
+
+class _Sink:
+    """A write-only file that keeps what is written until drained (one event body at a time)."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+
+    def write(self, data) -> int:  # noqa: ANN001 - buffer protocol object from pyarrow
+        self._chunks.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def drain(self) -> bytes:
+        out = b"".join(self._chunks)
+        self._chunks.clear()
+        return out
+
+
+class _ArrowSegmentEncoder:
+    def __init__(self, codec: "ArrowCodec") -> None:
+        self._codec = codec
+        self.prefix = codec.prefix
+        self.suffix = _EOS
+        self._sink = _Sink()
+        self._writer = ipc.new_stream(self._sink, codec.header.schema, options=codec.write_options)
+        self._started = False
+
+    def encode(self, seq: int, event: Event) -> bytes:
+        if isinstance(event, Messages):
+            batch = event.records
+            meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode()}
+        elif isinstance(event, Progress):
+            batch = self._codec.empty_batch
+            meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode()}
+        else:
+            raise TypeError(f"not an event: {event!r}")
+        self._writer.write_batch(batch, custom_metadata=meta)
+        body = self._sink.drain()
+        if not self._started:  # pyarrow writes the schema message lazily, before the first batch
+            if not body.startswith(self.prefix):
+                raise RuntimeError("pyarrow wrote an unexpected IPC schema message")
+            body = body[len(self.prefix) :]
+            self._started = True
+        return body
+
+
+class _ArrowSegmentDecoder:
+    def __init__(self, codec: "ArrowCodec", prefix: bytes) -> None:
+        self._codec = codec
+        self._prefix = prefix
+
+    def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
+        try:
+            reader = ipc.open_stream(pa.py_buffer(self._prefix + bytes(body)))
+            batch, meta = reader.read_next_batch_with_custom_metadata()
+            seq = int(meta[_SEQ])
+            kind = meta[_KIND]
+            if kind == b"messages":
+                if batch.num_rows == 0:
+                    raise ValueError("messages event without records")
+                return seq, Messages(self._codec.time_type.check(_tuples(json.loads(meta[_TIME]))), batch)
+            if kind == b"progress":
+                updates = json.loads(meta[_UPDATES])
+                check = self._codec.time_type.check
+                return seq, Progress(tuple((check(_tuples(t)), int(d)) for t, d in updates))
+            raise ValueError(f"unknown event kind {kind!r}")
+        except CorruptLogError:
+            raise
+        except (pa.ArrowException, ValueError, KeyError, TypeError, StopIteration) as e:
+            raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {e}") from None
+
+
+def _tuples(t):  # noqa: ANN001, ANN202 - JSON lists back to product-time tuples
+    return tuple(t) if isinstance(t, list) else t
+
+
+class ArrowCodec:
+    """Arrow IPC stream segments for one stream header."""
+
+    file_suffix = ".arrows"
+
+    def __init__(self, header: StreamHeader, *, compression: str | None = "zstd") -> None:
+        self.header = header
+        self.time_type = header.time_type
+        self.write_options = ipc.IpcWriteOptions(compression=compression)
+        self.prefix = header.schema.serialize().to_pybytes()
+        self.empty_batch = pa.RecordBatch.from_pylist([], schema=header.schema)
+
+    def new_segment(self) -> _ArrowSegmentEncoder:
+        return _ArrowSegmentEncoder(self)
+
+    def segment_decoder(self, prefix) -> _ArrowSegmentDecoder:  # noqa: ANN001
+        prefix = bytes(prefix)
+        try:
+            schema = ipc.read_schema(pa.py_buffer(prefix))
+        except pa.ArrowException as e:
+            raise CorruptLogError(f"segment does not start with an Arrow IPC schema: {e}") from None
+        if not schema.equals(self.header.schema, check_metadata=False):
+            raise CorruptLogError(f"segment schema does not match the stream header:\n{schema}")
+        return _ArrowSegmentDecoder(self, prefix)

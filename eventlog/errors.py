@@ -1,0 +1,102 @@
+"""Typed errors of eventlog.
+
+Every error names where it happened: the stream, the part and the sequence id (or byte offset) when known,
+so a user can find the event in the log with ``replay cat``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EventLogError(Exception):
+    """Base class of every error raised by eventlog; carries the location of the problem."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stream: str | None = None,
+        part: int | None = None,
+        seq: int | None = None,
+        offset: int | None = None,
+        path: str | None = None,
+    ) -> None:
+        self.reason = message
+        self.stream = stream
+        self.part = part
+        self.seq = seq
+        self.offset = offset
+        self.path = path
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where: list[str] = []
+        for label, value in (
+            ("stream", self.stream),
+            ("part", self.part),
+            ("seq", self.seq),
+            ("offset", self.offset),
+            ("file", self.path),
+        ):
+            if value is not None:
+                where.append(f"{label} {value!r}" if isinstance(value, str) else f"{label} {value}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def location(self) -> dict[str, Any]:
+        """The location fields as a dict (for JSON output of the CLI)."""
+        return {
+            k: v
+            for k, v in (
+                ("stream", self.stream),
+                ("part", self.part),
+                ("seq", self.seq),
+                ("offset", self.offset),
+                ("path", self.path),
+            )
+            if v is not None
+        }
+
+
+class InvalidTimeError(EventLogError, ValueError):
+    """A value is not a time of the stream's time type (wrong arity, negative, out of int64 range)."""
+
+
+class ProgressError(EventLogError):
+    """A capture broke timely's progress rules: a time behind the frontier, a frontier moving backwards,
+    a negative capability count, or activity on a part that is already finished."""
+
+
+class SchemaMismatchError(EventLogError, ValueError):
+    """Records do not match the stream's schema, or a schema cannot be represented in an encoding."""
+
+
+class HeaderMismatchError(EventLogError):
+    """A stream was reopened with another peers count, time type, schema or encoding than its header."""
+
+
+class UnsupportedVersionError(EventLogError):
+    """The log was written by a format version this code cannot read (a newer major version)."""
+
+
+class StreamNotFoundError(EventLogError, KeyError):
+    """The named stream does not exist in the log."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self.args[0] if self.args else self.reason
+
+
+class CorruptLogError(EventLogError):
+    """Bytes of the log fail their checksum or do not parse: a damaged segment, index or header."""
+
+
+class SequenceError(EventLogError):
+    """Sequence ids of a part are not contiguous (a gap), or a writer would reuse an id."""
+
+
+class PartLockedError(EventLogError):
+    """Another writer holds this part open; a part has exactly one writer at a time."""
+
+
+class InvalidURIError(EventLogError, ValueError):
+    """A log URI that eventlog cannot open."""

@@ -1,0 +1,153 @@
+"""The Log interface every connector implements, and ``open_log(uri)``.
+
+A log holds streams; a stream has a header and ``peers`` parts; each part is an append-only sequence of
+events numbered 1, 2, 3, … (its sequence ids). A part has one writer at a time and any number of readers.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import unquote, urlparse
+
+from .errors import InvalidURIError
+from .events import Entry, Event
+from .header import StreamHeader
+
+SYNC_MODES = ("fsync", "flush", "none")
+"""Durability of appends: ``fsync`` (default) makes ``sync()`` durable on disk, ``flush`` hands the bytes to
+the operating system, ``none`` leaves them buffered until a segment is rotated or closed."""
+
+
+class PartWriter(abc.ABC):
+    """Appends events to one part; sequence ids continue after the last event already in the part."""
+
+    stream: str
+    part: int
+
+    @property
+    @abc.abstractmethod
+    def next_seq(self) -> int:
+        """The sequence id the next appended event gets."""
+
+    @abc.abstractmethod
+    def append(self, event: Event) -> int:
+        """Append one event; returns its sequence id. Not durable until ``sync()``."""
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """Make every appended event as durable as the log's sync mode promises."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Sync, then release the part (another writer may open it)."""
+
+    def __enter__(self) -> "PartWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PartReader(abc.ABC):
+    """Reads one part from a sequence id. Iterating yields what is there now and stops at the current end
+    (or at a torn tail); iterating again continues with events appended since (to follow a live part)."""
+
+    stream: str
+    part: int
+
+    @property
+    @abc.abstractmethod
+    def next_seq(self) -> int:
+        """The sequence id of the next event this reader yields."""
+
+    @abc.abstractmethod
+    def __iter__(self) -> Iterator[Entry]:
+        """The events from ``next_seq`` to the current end."""
+
+    def close(self) -> None:
+        """Release open files."""
+
+    def __enter__(self) -> "PartReader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Log(abc.ABC):
+    """A place where streams live (a directory, a Kafka cluster, process memory)."""
+
+    uri: str
+
+    @abc.abstractmethod
+    def streams(self) -> list[str]:
+        """The names of the streams in the log, sorted."""
+
+    @abc.abstractmethod
+    def header(self, stream: str) -> StreamHeader:
+        """The stored header of ``stream``; StreamNotFoundError when there is none."""
+
+    @abc.abstractmethod
+    def create_stream(self, header: StreamHeader) -> StreamHeader:
+        """Create ``stream`` with ``header``, or check that the stored header matches (HeaderMismatchError);
+        returns the stored header."""
+
+    @abc.abstractmethod
+    def writer(self, stream: str, part: int, *, sync: str | None = None) -> PartWriter:
+        """The writer of one part (PartLockedError if another writer holds it)."""
+
+    @abc.abstractmethod
+    def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> PartReader:
+        """A reader of one part from sequence id ``start``; ``progress_only`` skips Messages events
+        without decoding them."""
+
+    def close(self) -> None:
+        """Release resources held by the log."""
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.uri!r})"
+
+
+def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
+    """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``, or a ``pyarrow.fs``
+    URI (``s3://bucket/path``, …). Options: ``sync`` (``fsync``/``flush``/``none``), ``segment_bytes``,
+    ``filesystem`` (a ``pyarrow.fs.FileSystem`` for the path)."""
+    if isinstance(uri, Path) or (isinstance(uri, os.PathLike)):
+        uri = os.fspath(uri)
+    if not isinstance(uri, str) or not uri:
+        raise InvalidURIError(f"not a log URI: {uri!r}")
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if scheme == "memory":
+        from connectors.memory import MemoryLog
+
+        name = (parsed.netloc + parsed.path).strip("/")
+        if not name:
+            raise InvalidURIError(f"memory URI needs a name: {uri!r} (e.g. memory://pipeline)")
+        return MemoryLog(name, **options)
+    from connectors.files import FileLog
+
+    if scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise InvalidURIError(f"file URIs name a local path (file:///path), got host {parsed.netloc!r}")
+        return FileLog(unquote(parsed.path), uri=uri, **options)
+    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
+        return FileLog(uri, uri=uri, **options)
+    if scheme == "kafka":
+        raise InvalidURIError(f"kafka logs are not supported by this version of eventlog: {uri!r}")
+    import pyarrow.fs as pafs
+
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
+        raise InvalidURIError(f"cannot open log URI {uri!r}: {e}") from None
+    return FileLog(path, uri=uri, filesystem=fs, **options)

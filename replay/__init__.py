@@ -1,0 +1,1 @@
+"""Replayers: rebuild a captured stream with any worker count."""

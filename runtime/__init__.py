@@ -1,0 +1,1 @@
+"""The Spark-hosted streaming runtime (operators over log channels)."""
