@@ -164,13 +164,15 @@ class Capture:
         self._writer.sync()
 
     def _as_antichain(self, frontier: "Time | Antichain | Iterable[Time]") -> Antichain:
-        check = self.header.time_type.check
+        tt = self.header.time_type
         if isinstance(frontier, Antichain):
-            return Antichain(check(t) for t in frontier)
-        if isinstance(frontier, int) or (isinstance(frontier, tuple) and self.header.time_type.arity):
-            if not (isinstance(frontier, tuple) and frontier and isinstance(frontier[0], tuple)):
-                return Antichain([check(frontier)])
-        return Antichain(check(t) for t in frontier)  # type: ignore[union-attr]
+            return Antichain(tt.check(t) for t in frontier)
+        single = isinstance(frontier, int) if tt.arity == 0 else (
+            isinstance(frontier, tuple) and all(isinstance(c, int) for c in frontier)
+        )
+        if single or not isinstance(frontier, (list, tuple, set, frozenset)):
+            return Antichain([tt.check(frontier)])
+        return Antichain(tt.check(t) for t in frontier)
 
     def close(self) -> None:
         """Finish the part: empty its frontier, make everything durable, release the writer."""

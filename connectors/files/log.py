@@ -342,20 +342,18 @@ def _scan_segment(
             )
         n = (len(index_data) - ix.HEADER_SIZE) // ix.ENTRY_SIZE
         oks: list[ix.IndexEntry | None] = []
-        expect_seq, expect_off = first_seq, None
+        prev_end: int | None = None
         for i in range(n):
             e = ix.unpack_entry(index_data, ix.HEADER_SIZE + i * ix.ENTRY_SIZE)
             ok = (
                 e is not None
-                and e.seq == expect_seq
-                and (expect_off is None or e.offset == expect_off)
+                and e.seq == first_seq + i
+                and (prev_end is None or e.offset == prev_end)
                 and e.offset + e.length <= data_size
                 and ix.checksum(data.read_at(e.offset, e.length)) == e.crc
             )
             oks.append(e if ok else None)
-            if ok:
-                assert e is not None
-                expect_seq, expect_off = e.seq + 1, e.offset + e.length
+            prev_end = e.offset + e.length if e is not None else None
         good: list[ix.IndexEntry] = []
         for i, e in enumerate(oks):
             if e is None:

@@ -1,0 +1,62 @@
+"""Writes the golden logs in tests/golden/logs (run once; the files are committed and must never change).
+
+    python tests/golden/make_golden_logs.py
+
+The test ``tests/test_golden.py`` states the same content literally and reads these files with today's
+code, so a change to the format that would make old logs unreadable (or read differently) fails it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+
+import pyarrow as pa
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from capture import Capture  # noqa: E402
+from eventlog import Antichain, StreamHeader, open_log  # noqa: E402
+
+SCHEMA = pa.schema([
+    pa.field("id", pa.int64(), nullable=False),
+    pa.field("name", pa.string()),
+    pa.field("ts", pa.timestamp("us", tz="UTC")),
+    pa.field("tags", pa.list_(pa.string())),
+    pa.field("loc", pa.struct([("lat", pa.float64()), ("lon", pa.float64())])),
+])
+UTC = dt.timezone.utc
+
+
+def rows(*ids):
+    return [
+        {"id": i, "name": f"n{i}" if i % 2 else None, "ts": dt.datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC),
+         "tags": ["a", "b"][: i % 3], "loc": {"lat": i / 2, "lon": -i / 4} if i != 3 else None}
+        for i in ids
+    ]
+
+
+def main(root: str) -> None:
+    log = open_log(root)
+    for enc in ("arrow", "avro"):
+        name = f"golden-{enc}"
+        log.create_stream(StreamHeader(name, 2, SCHEMA, "int64", enc, created="2026-11-22T00:00:00.000Z"))
+        with Capture(log, name, 0, 2) as cap:
+            cap.send(0, rows(1, 2))
+            cap.advance_to(2)
+            cap.send(2, rows(3))
+            cap.send(5, rows(4, 5, 6))
+        with Capture(log, name, 1, 2) as cap:
+            cap.send(1, rows(7))
+            cap.advance_to(4)
+        name = f"golden-{enc}-product"
+        log.create_stream(StreamHeader(name, 1, SCHEMA, "product:2", enc, created="2026-11-22T00:00:00.000Z"))
+        with Capture(log, name, 0, 1) as cap:
+            cap.send((0, 1), rows(8))
+            cap.advance_to(Antichain([(1, 0), (0, 2)]))
+            cap.send((1, 1), rows(9))
+
+
+if __name__ == "__main__":
+    main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "logs"))

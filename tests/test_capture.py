@@ -1,0 +1,169 @@
+"""Capture follows timely's rules, converts what users send, and refuses bad input without writing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from capture import Capture
+from eventlog import (
+    Antichain,
+    HeaderMismatchError,
+    InvalidTimeError,
+    Messages,
+    Progress,
+    ProgressError,
+    SchemaMismatchError,
+    StreamNotFoundError,
+    open_log,
+)
+
+
+def events(log, stream, part=0):
+    return [e.event for e in log.reader(stream, part)]
+
+
+def test_first_progress_retracts_the_minimum_time(log_uri, schema, encoding):
+    log = open_log(log_uri)
+    with Capture(log, "s", worker=0, peers=1, schema=schema, encoding=encoding) as cap:
+        assert list(cap.frontier) == [0]
+        cap.send(0, [{"x": 1, "s": "a"}])
+        cap.send(2, [{"x": 2, "s": "b"}])
+        cap.advance_to(2)
+        cap.advance_to(2)  # no change: nothing written
+        cap.send(2, [{"x": 3, "s": None}])
+        cap.advance_to(5)
+    evs = events(log, "s")
+    assert [type(e).__name__ for e in evs] == ["Messages", "Messages", "Progress", "Messages", "Progress", "Progress"]
+    assert evs[2] == Progress(((0, -1), (2, 1)))
+    assert evs[4] == Progress(((2, -1), (5, 1)))
+    assert evs[5] == Progress(((5, -1),))
+    assert evs[3].records.to_pylist() == [{"x": 3, "s": None}]
+
+
+def test_accepts_batches_tables_and_dicts(log_uri, schema):
+    log = open_log(log_uri)
+    with Capture(log, "s", 0, 1, schema=schema) as cap:
+        cap.send(1, pa.record_batch({"x": [1], "s": ["a"]}))
+        cap.send(1, pa.Table.from_batches([pa.record_batch({"x": [2], "s": ["b"]})] * 2))
+        cap.send(1, [{"x": 4}])  # missing nullable field: null
+        cap.send(1, [])  # nothing to write
+    msgs = [e for e in events(log, "s") if isinstance(e, Messages)]
+    assert [m.records.to_pylist() for m in msgs] == [
+        [{"x": 1, "s": "a"}],
+        [{"x": 2, "s": "b"}, {"x": 2, "s": "b"}],
+        [{"x": 4, "s": None}],
+    ]
+    assert all(m.records.schema.equals(schema) for m in msgs)
+
+
+def test_errors_write_nothing(log_uri, schema):
+    log = open_log(log_uri)
+    cap = Capture(log, "s", 0, 1, schema=schema)
+    cap.advance_to(5)
+    before = len(events(log, "s"))
+    with pytest.raises(ProgressError, match="not in advance of the frontier") as ei:
+        cap.send(4, [{"x": 1, "s": "a"}])
+    assert ei.value.stream == "s" and ei.value.part == 0 and ei.value.seq == 2
+    with pytest.raises(ProgressError, match="backwards"):
+        cap.advance_to(3)
+    with pytest.raises(SchemaMismatchError):
+        cap.send(6, pa.record_batch({"x": ["not an int"], "s": ["a"]}))
+    with pytest.raises(SchemaMismatchError, match="not in the schema"):
+        cap.send(6, [{"x": 1, "zzz": 2}])
+    with pytest.raises(SchemaMismatchError):
+        cap.send(6, [{"x": "nope"}])
+    with pytest.raises(InvalidTimeError):
+        cap.send(-1, [{"x": 1}])
+    with pytest.raises(InvalidTimeError):
+        cap.advance_to(1.5)
+    assert len(events(log, "s")) == before
+    assert list(cap.frontier) == [5]
+    cap.close()
+    with pytest.raises(ProgressError, match="closed"):
+        cap.send(9, [{"x": 1}])
+
+
+def test_not_null_fields_are_enforced(log_uri):
+    schema = pa.schema([pa.field("x", pa.int64(), nullable=False)])
+    with Capture(open_log(log_uri), "s", 0, 1, schema=schema) as cap:
+        cap.send(0, pa.record_batch({"x": [1, 2]}))  # nullable field in the batch, but no nulls: fine
+        with pytest.raises(SchemaMismatchError, match="not nullable"):
+            cap.send(0, pa.record_batch({"x": [1, None]}))
+
+
+def test_reopen_with_other_header_is_refused(log_uri, schema):
+    log = open_log(log_uri)
+    Capture(log, "s", 0, 2, schema=schema).close()
+    with pytest.raises(HeaderMismatchError, match="peers"):
+        Capture(log, "s", 1, 3, schema=schema)
+    with pytest.raises(HeaderMismatchError, match="peers"):
+        Capture(log, "s", 1, 3)
+    with pytest.raises(HeaderMismatchError, match="schema"):
+        Capture(log, "s", 1, 2, schema=pa.schema([("x", pa.int32())]))
+    with pytest.raises(HeaderMismatchError, match="encoding"):
+        Capture(log, "s", 1, 2, schema=schema, encoding="avro")
+    with pytest.raises(HeaderMismatchError, match="time type"):
+        Capture(log, "s", 1, 2, time="product:2")
+    with pytest.raises(StreamNotFoundError, match="pass schema"):
+        Capture(log, "other", 0, 1)
+    assert [e.seq for e in log.reader("s", 1)] == []  # nothing was written by the refused opens
+    with Capture(log, "s", 1, 2) as cap:  # header taken from the log
+        cap.send(0, [{"x": 1}])
+    assert len(events(log, "s", 1)) == 2
+
+
+def test_reopen_continues_with_frontier_and_sequence(log_uri, schema):
+    log = open_log(log_uri)
+    cap = Capture(log, "s", 0, 1, schema=schema)
+    cap.send(0, [{"x": 1}])
+    cap.advance_to(3)
+    cap.abort()  # leaves the part unfinished
+    cap = Capture(open_log(log_uri), "s", 0, 1)
+    assert list(cap.frontier) == [3] and cap.next_seq == 3
+    with pytest.raises(ProgressError):
+        cap.send(2, [{"x": 2}])
+    cap.send(3, [{"x": 2}])
+    cap.close()
+    assert [e.seq for e in open_log(log_uri).reader("s", 0)] == [1, 2, 3, 4]
+    with pytest.raises(ProgressError, match="already finished"):
+        Capture(open_log(log_uri), "s", 0, 1)
+
+
+def test_exception_in_with_block_does_not_finish_the_part(log_uri, schema):
+    log = open_log(log_uri)
+    with pytest.raises(RuntimeError):
+        with Capture(log, "s", 0, 1, schema=schema) as cap:
+            cap.send(0, [{"x": 1}])
+            cap.advance_to(1)
+            raise RuntimeError("operator failed")
+    evs = events(log, "s")
+    assert evs[-1] == Progress(((0, -1), (1, 1)))  # frontier still [1]: time 1 is not claimed complete
+
+
+def test_product_times_and_antichain_frontiers(log_uri, schema, encoding):
+    log = open_log(log_uri)
+    with Capture(log, "p", 0, 1, schema=schema, time="product:2", encoding=encoding) as cap:
+        cap.send((0, 0), [{"x": 1}])
+        cap.advance_to(Antichain([(1, 0), (0, 1)]))
+        cap.send((3, 0), [{"x": 2}])
+        cap.send((0, 5), [{"x": 3}])
+        with pytest.raises(ProgressError):
+            cap.send((0, 0), [{"x": 4}])
+        cap.advance_to([(1, 1)])
+        with pytest.raises(ProgressError):
+            cap.send((0, 5), [{"x": 5}])
+    evs = events(log, "p")
+    assert evs[1] == Progress((((0, 0), -1), ((0, 1), 1), ((1, 0), 1)))
+    assert evs[2].time == (3, 0)
+    assert evs[4] == Progress((((0, 1), -1), ((1, 0), -1), ((1, 1), 1)))
+
+
+def test_one_writer_per_part(tmp_path, schema):
+    from eventlog import PartLockedError
+
+    log = open_log(tmp_path)
+    with Capture(log, "s", 0, 2, schema=schema):
+        with pytest.raises(PartLockedError):
+            Capture(open_log(tmp_path), "s", 0, 2)
+        Capture(open_log(tmp_path), "s", 1, 2).close()  # another part is free

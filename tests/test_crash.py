@@ -1,0 +1,70 @@
+"""A capturing process killed with SIGKILL at random moments loses nothing it acknowledged."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from eventlog import Messages, MutableAntichain, Progress, open_log
+from tests.crash_child import rows
+
+CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
+
+
+def check_log(root: str) -> tuple[int, list[int]]:
+    """Read the whole part; return (events, frontier) after checking every event's content."""
+    frontier = MutableAntichain([(0, 1)])
+    n = 0
+    for entry in open_log(root).reader("crash", 0):
+        n += 1
+        assert entry.seq == n
+        ev = entry.event
+        if isinstance(ev, Messages):
+            assert frontier.less_equal(ev.time)
+            assert ev.records.to_pylist() == rows(ev.time)
+        else:
+            assert isinstance(ev, Progress)
+            frontier.update_iter(ev.updates)
+    return n, list(frontier.frontier)
+
+
+@pytest.mark.parametrize("encoding", ["arrow", "avro"])
+def test_sigkill_loses_no_acknowledged_event(tmp_path, encoding):
+    rng = random.Random(int.from_bytes(os.urandom(4), "little"))
+    root = str(tmp_path / "log")
+    kills = 0
+    acked_seq, acked_frontier = 0, 0
+    rounds = 12  # per encoding: 24 kills in all
+    for _ in range(rounds):
+        child = subprocess.Popen([sys.executable, CHILD, root, encoding, "30000"], stdout=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(0.2, 1.6))
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=30)
+        assert child.returncode == -signal.SIGKILL
+        kills += 1
+        for line in out.splitlines():
+            word, seq, t = line.split()
+            if word == "start":  # the restarted child resumes after everything acknowledged before
+                assert int(seq) >= acked_seq + 1 and int(t) >= acked_frontier
+            else:
+                acked_seq, acked_frontier = int(seq), int(t)
+        n, frontier = check_log(root)
+        assert n >= acked_seq, f"acknowledged seq {acked_seq} but only {n} events after the kill"
+        assert frontier and frontier[0] >= acked_frontier
+    # after the last crash a writer reopens, cuts any torn tail, and continues with the next sequence id
+    from capture import Capture
+
+    n, (t,) = check_log(root)
+    cap = Capture(open_log(root), "crash", 0, 1)
+    assert cap.next_seq == n + 1 and list(cap.frontier) == [t]
+    cap.send(t, rows(t))
+    cap.close()
+    assert check_log(root) == (n + 2, [])
+    assert kills == rounds and acked_seq > 0
+    assert len(open_log(root).segments("crash", 0)) > 1

@@ -1,0 +1,84 @@
+"""Segments are standard containers: plain pyarrow.ipc and plain fastavro read them, no eventlog code."""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import json
+import os
+
+import fastavro
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "logs")
+
+
+def only(pattern):
+    (path,) = glob.glob(pattern)
+    return path
+
+
+def test_arrow_segment_opens_with_plain_pyarrow():
+    path = only(os.path.join(GOLDEN, "golden-arrow", "part-00000", "*.arrows"))
+    reader = ipc.open_stream(pa.memory_map(path))
+    seen = []
+    while True:
+        try:
+            batch, meta = reader.read_next_batch_with_custom_metadata()
+        except StopIteration:
+            break
+        kind = meta[b"eventlog.kind"].decode()
+        if kind == "messages":
+            seen.append((kind, json.loads(meta[b"eventlog.time"]), batch.column("id").to_pylist()))
+        else:
+            seen.append((kind, json.loads(meta[b"eventlog.updates"]), batch.num_rows))
+    assert seen == [
+        ("messages", 0, [1, 2]),
+        ("progress", [[0, -1], [2, 1]], 0),
+        ("messages", 2, [3]),
+        ("messages", 5, [4, 5, 6]),
+        ("progress", [[2, -1]], 0),
+    ]
+    table = ipc.open_stream(pa.memory_map(path)).read_all()  # progress events are empty batches
+    assert table.column("id").to_pylist() == [1, 2, 3, 4, 5, 6]
+    assert table.column("ts")[0].as_py() == dt.datetime(2026, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
+
+
+def test_avro_segment_opens_with_plain_fastavro():
+    path = only(os.path.join(GOLDEN, "golden-avro", "part-00000", "*.avro"))
+    with open(path, "rb") as f:
+        records = list(fastavro.reader(f))
+    got = [(r["seq"], r["kind"], r["time"], [x["id"] for x in r["records"]],
+            [(u["time"], u["delta"]) for u in r["updates"]]) for r in records]
+    assert got == [
+        (1, "MESSAGES", 0, [1, 2], []),
+        (2, "PROGRESS", None, [], [(0, -1), (2, 1)]),
+        (3, "MESSAGES", 2, [3], []),
+        (4, "MESSAGES", 5, [4, 5, 6], []),
+        (5, "PROGRESS", None, [], [(2, -1)]),
+    ]
+    first = records[0]["records"][0]
+    assert first["ts"] == dt.datetime(2026, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)  # logical type for readers
+    assert first["tags"] == ["a"] and first["loc"] == {"lat": 0.5, "lon": -0.25}
+
+
+def test_fresh_capture_segments_open_with_plain_readers(tmp_path):
+    from capture import Capture
+    from eventlog import open_log
+
+    schema = pa.schema([("k", pa.string()), ("v", pa.float64())])
+    for enc, ext in (("arrow", "arrows"), ("avro", "avro")):
+        with Capture(open_log(tmp_path), f"s-{enc}", 0, 1, schema=schema, encoding=enc) as cap:
+            for t in range(3):
+                cap.send(t * 10, [{"k": f"key{t}", "v": t / 2}])
+                cap.advance_to(t * 10 + 1)
+        path = only(str(tmp_path / f"s-{enc}" / "part-00000" / f"*.{ext}"))
+        if enc == "arrow":
+            assert ipc.open_stream(pa.memory_map(path)).read_all().column("k").to_pylist() == ["key0", "key1", "key2"]
+        else:
+            with open(path, "rb") as f:
+                msgs = [r for r in fastavro.reader(f) if r["kind"] == "MESSAGES"]
+            assert [(r["time"], r["records"]) for r in msgs] == [
+                (0, [{"k": "key0", "v": 0.0}]), (10, [{"k": "key1", "v": 0.5}]), (20, [{"k": "key2", "v": 1.0}])
+            ]
