@@ -185,6 +185,10 @@ def test_damaged_segment_prefix_and_index(tmp_path):
     open(idx, "wb").write(bytes(raw))
     with pytest.raises(CorruptLogError, match="magic"):
         list(open_log(tmp_path).reader("s", 0))
+    raw[0:6] = b"ELIX\x02\x00"  # an index of a newer major version
+    open(idx, "wb").write(bytes(raw))
+    with pytest.raises(UnsupportedVersionError):
+        list(open_log(tmp_path).reader("s", 0))
 
 
 def test_header_version_rules(tmp_path, schema):

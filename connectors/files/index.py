@@ -17,6 +17,8 @@ import struct
 import zlib
 from typing import NamedTuple
 
+from eventlog.errors import UnsupportedVersionError
+
 MAGIC = b"ELIX"
 INDEX_VERSION = (1, 0)
 HEADER = struct.Struct("<4sHHQ")
@@ -45,10 +47,13 @@ def pack_header(first_seq: int) -> bytes:
 
 
 def unpack_header(data: bytes) -> tuple[tuple[int, int], int]:
-    """``((major, minor), first_seq)``; raises ValueError on a wrong magic."""
+    """``((major, minor), first_seq)``; raises ValueError on a wrong magic and UnsupportedVersionError on a
+    newer major version."""
     magic, major, minor, first_seq = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise ValueError(f"bad index magic {magic!r}")
+    if major != INDEX_VERSION[0]:
+        raise UnsupportedVersionError(f"index has format version {major}.{minor}; this eventlog reads 1.x")
     return (major, minor), first_seq
 
 
