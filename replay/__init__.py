@@ -1,1 +1,7 @@
-"""Replayers: rebuild a captured stream with any worker count."""
+"""Replayers: rebuild a captured stream with any worker count, with exact frontiers and completed times."""
+
+from .copy import copy
+from .keyhash import hash_array, worker_of
+from .replayer import MODES, Replayer
+
+__all__ = ["MODES", "Replayer", "copy", "hash_array", "worker_of"]

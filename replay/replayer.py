@@ -1,0 +1,306 @@
+"""Replayer: one replay worker's share of a captured stream, with its merged frontier.
+
+With ``peers=M`` replay workers over a stream of N parts:
+
+* ``mode="assign"``: worker ``j`` reads the parts ``i`` with ``i % M == j`` (no part is split) and starts
+  holding the minimum time once per owned part (timely's rule). A worker that owns no part has an empty
+  frontier from the start.
+* ``mode="repartition"``: every worker reads every part, keeps the records whose ``key`` hashes to it
+  (``replay.keyhash``), and tracks every part's progress.
+
+Iterating yields ``Messages`` (this worker's records) and ``Progress`` events; the Progress events are the
+changes of the merged frontier, so the events a worker yields form a valid part of a stream (``copy``
+writes them as one). ``completed()`` yields each time once, with all its records, when it is complete.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import time as _time
+from typing import Iterator, Mapping
+
+import pyarrow as pa
+
+from eventlog.antichain import Antichain, MutableAntichain
+from eventlog.errors import ProgressError, SequenceError
+from eventlog.events import Entry, Event, Messages, Progress
+from eventlog.log import Log, PartReader, open_log
+from eventlog.time import Time, less_equal
+
+from .keyhash import Key, worker_of
+
+MODES = ("assign", "repartition")
+
+
+class _Part:
+    """Reading state of one source part."""
+
+    __slots__ = ("index", "reader", "it", "buffer", "frontier", "last_seq", "taken")
+
+    def __init__(self, index: int, reader: PartReader, minimum: Time) -> None:
+        self.index = index
+        self.reader = reader
+        self.it: Iterator[Entry] | None = None
+        self.buffer: collections.deque[Entry] = collections.deque()
+        self.frontier = MutableAntichain([(minimum, 1)])
+        self.last_seq = reader.next_seq - 1
+        self.taken = 0
+
+    def fill(self, limit: int) -> bool:
+        """Pull up to ``limit`` available events into the buffer; True if any arrived."""
+        got = 0
+        while got < limit:
+            if self.it is None:
+                self.it = iter(self.reader)
+            try:
+                self.buffer.append(next(self.it))
+                got += 1
+            except StopIteration:
+                self.it = None  # the next fill polls the part again
+                break
+        return got > 0
+
+
+def _order_key(event: Event) -> Time:
+    if isinstance(event, Messages):
+        return event.time
+    return min(t for t, _ in event.updates) if event.updates else 0
+
+
+class Replayer:
+    """Replays ``stream`` from ``log`` as worker ``worker`` of ``peers``; see the module doc for modes.
+
+    ``since``/``until`` keep the times ``t`` with ``since <= t`` and not ``until <= t``; ``start`` maps parts
+    to the sequence id to resume from (``position`` of an earlier replayer); ``follow=True`` keeps polling a
+    live log until every tracked part is finished (or every time before ``until`` is complete), raising
+    ``TimeoutError`` after ``timeout`` seconds without a new event.
+    """
+
+    def __init__(
+        self,
+        log: "Log | str",
+        stream: str,
+        worker: int = 0,
+        peers: int = 1,
+        *,
+        mode: str = "assign",
+        key: Key | None = None,
+        since: Time | None = None,
+        until: Time | None = None,
+        start: Mapping[int, int] | None = None,
+        follow: bool = False,
+        poll_interval: float = 0.05,
+        timeout: float | None = None,
+        read_ahead: int = 64,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode == "repartition" and key is None:
+            raise ValueError("repartition mode needs a key (a column name, names, or a function)")
+        if isinstance(peers, bool) or not isinstance(peers, int) or peers < 1:
+            raise ValueError(f"peers must be a positive int, got {peers!r}")
+        if not 0 <= worker < peers:
+            raise ValueError(f"worker {worker} out of range for peers={peers}")
+        self.log = log if isinstance(log, Log) else open_log(log)
+        self.stream = stream
+        self.header = self.log.header(stream)
+        self.worker, self.peers, self.mode, self.key = worker, peers, mode, key
+        tt = self.header.time_type
+        self.since = tt.check(since) if since is not None else None
+        self.until = tt.check(until) if until is not None else None
+        self.follow, self.poll_interval, self.timeout, self._read_ahead = follow, poll_interval, timeout, read_ahead
+        n = self.header.peers
+        owned = [i for i in range(n) if mode == "repartition" or i % peers == worker]
+        start = dict(start or {})
+        for p in start:
+            if p not in owned:
+                raise ValueError(f"start names part {p}, which worker {worker} does not read")
+        self._frontier = MutableAntichain([(tt.minimum, len(owned))])
+        self._parts: dict[int, _Part] = {}
+        for i in owned:
+            s = start.get(i, 1)
+            part = _Part(i, self.log.reader(stream, i, start=s), tt.minimum)
+            if s > 1:
+                self._restore(part, s)
+            self._parts[i] = part
+        self._heap: list[tuple[Time, int, int]] = []
+        self._in_heap: set[int] = set()
+        self.duplicates = 0
+        """Events dropped because their sequence id was already seen."""
+        self.events_read = 0
+        """Events taken from the parts (duplicates excluded)."""
+
+    def _restore(self, part: _Part, start: int) -> None:
+        """Rebuild a part's frontier from its Progress events before ``start``."""
+        with self.log.reader(self.stream, part.index, progress_only=True) as r:
+            for entry in r:
+                if entry.seq >= start:
+                    break
+                part.frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
+                self._frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
+
+    # -- state -----------------------------------------------------------------------------------------
+
+    @property
+    def frontier(self) -> Antichain:
+        """The merged frontier of the parts this worker reads: a time is complete when it is not ``>=``
+        any element."""
+        return self._frontier.frontier
+
+    @property
+    def parts(self) -> list[int]:
+        """The source parts this worker reads."""
+        return list(self._parts)
+
+    def part_frontiers(self) -> dict[int, Antichain]:
+        """Each source part's own frontier."""
+        return {i: p.frontier.frontier for i, p in self._parts.items()}
+
+    @property
+    def position(self) -> dict[int, int]:
+        """Per part, the sequence id after the last event yielded (pass as ``start=`` to a later replayer
+        to continue iterating events where this one stopped)."""
+        return {i: p.last_seq + 1 for i, p in self._parts.items()}
+
+    def is_done(self) -> bool:
+        """True when nothing more can arrive: every part finished, or every time before ``until`` complete."""
+        f = self._frontier.frontier
+        if f.is_empty():
+            return True
+        return self.until is not None and all(less_equal(self.until, e) for e in f)
+
+    def is_complete(self, t: Time) -> bool:
+        """True when time ``t`` is complete for this worker."""
+        return not self._frontier.less_equal(t)
+
+    def _keep_time(self, t: Time) -> bool:
+        if self.since is not None and not less_equal(self.since, t):
+            return False
+        return self.until is None or not less_equal(self.until, t)
+
+    # -- merging ---------------------------------------------------------------------------------------
+
+    def _push(self, part: _Part) -> None:
+        if part.buffer and part.index not in self._in_heap:
+            heapq.heappush(self._heap, (_order_key(part.buffer[0].event), part.taken, part.index))
+            self._in_heap.add(part.index)
+
+    def _poll(self) -> bool:
+        """Read what the parts have now; True if anything arrived."""
+        got = False
+        for part in self._parts.values():
+            if not part.buffer and part.fill(self._read_ahead):
+                got = True
+            self._push(part)
+        return got
+
+    def _take(self) -> tuple[_Part, Entry] | None:
+        """The next entry, lowest pending time first (ties: the part taken from least)."""
+        if not self._heap:
+            self._poll()
+        if not self._heap:
+            return None
+        _, _, index = heapq.heappop(self._heap)
+        self._in_heap.discard(index)
+        part = self._parts[index]
+        entry = part.buffer.popleft()
+        part.taken += 1
+        if not part.buffer:
+            part.fill(self._read_ahead)
+        self._push(part)
+        return part, entry
+
+    def _events(self) -> Iterator[tuple[Event, int]]:
+        """``(event, part)`` pairs: filtered Messages (possibly empty) and merged-frontier Progress."""
+        if self._frontier.frontier != Antichain([self.header.time_type.minimum]):
+            # a worker that owns no part (or resumed past progress) reports its frontier at once
+            changes = MutableAntichain([(self.header.time_type.minimum, 1)])
+            delta = changes.update_iter([(self.header.time_type.minimum, -1)] + [(t, 1) for t in self.frontier])
+            if delta:
+                yield Progress(delta), -1
+        idle_since = _time.monotonic()
+        while True:
+            if self.is_done() and not self._heap:
+                return
+            taken = self._take()
+            if taken is None:
+                if not self.follow or self.is_done():
+                    return
+                if self.timeout is not None and _time.monotonic() - idle_since > self.timeout:
+                    raise TimeoutError(
+                        f"no new event in stream {self.stream!r} for {self.timeout} s; frontier {list(self.frontier)}"
+                    )
+                _time.sleep(self.poll_interval)
+                continue
+            idle_since = _time.monotonic()
+            part, entry = taken
+            if entry.seq <= part.last_seq:
+                self.duplicates += 1
+                continue
+            if entry.seq != part.last_seq + 1:
+                raise SequenceError(
+                    f"gap in sequence ids: expected {part.last_seq + 1}, got {entry.seq}",
+                    stream=self.stream, part=part.index, seq=entry.seq,
+                )
+            part.last_seq = entry.seq
+            self.events_read += 1
+            ev = entry.event
+            if isinstance(ev, Messages):
+                if not part.frontier.less_equal(ev.time):
+                    raise ProgressError(
+                        f"messages at time {ev.time!r} behind the part's frontier {list(part.frontier.frontier)}",
+                        stream=self.stream, part=part.index, seq=entry.seq,
+                    )
+                if not self._keep_time(ev.time):
+                    continue
+                records = ev.records
+                if self.mode == "repartition":
+                    mask = worker_of(records, self.key, self.peers) == self.worker  # type: ignore[arg-type]
+                    records = records.filter(pa.array(mask)) if not mask.all() else records
+                yield Messages(ev.time, records), part.index
+            else:
+                try:
+                    part.frontier.update_iter(ev.updates)
+                except ProgressError as e:
+                    raise ProgressError(e.reason, stream=self.stream, part=part.index, seq=entry.seq) from None
+                changes = self._frontier.update_iter(ev.updates)
+                if changes:
+                    yield Progress(changes), part.index
+
+    def __iter__(self) -> Iterator[Event]:
+        """This worker's events: Messages with at least one record, and merged-frontier Progress."""
+        for ev, _ in self._events():
+            if isinstance(ev, Progress) or ev.records.num_rows:
+                yield ev
+
+    def completed(self) -> Iterator[tuple[Time, pa.Table]]:
+        """``(time, table)`` once per time that any read part sent at (within since/until), with all of this
+        worker's records at that time (possibly none), as soon as the time is complete, in time order."""
+        pending: dict[Time, list[pa.RecordBatch]] = {}
+        schema = self.header.schema
+        for ev, _ in self._events():
+            if isinstance(ev, Messages):
+                pending.setdefault(ev.time, []).append(ev.records)
+                continue
+            ready = sorted(t for t in pending if self.is_complete(t))
+            for t in ready:
+                yield t, pa.Table.from_batches(pending.pop(t), schema=schema)
+        for t in sorted(t for t in pending if self.is_complete(t)):
+            yield t, pa.Table.from_batches(pending.pop(t), schema=schema)
+
+    def close(self) -> None:
+        """Release the parts' readers."""
+        for p in self._parts.values():
+            p.reader.close()
+
+    def __enter__(self) -> "Replayer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Replayer({self.stream!r}, worker={self.worker}, peers={self.peers}, mode={self.mode!r}, "
+                f"parts={self.parts}, frontier={list(self.frontier)})")
+
