@@ -20,7 +20,7 @@ from .errors import (
 )
 from .events import Entry, Event, Messages, Progress
 from .header import FORMAT_VERSION, StreamHeader
-from .log import Log, PartReader, PartWriter, open_log
+from .log import Log, PartReader, PartStats, PartWriter, open_log
 from .time import INT64, Time, TimeType
 
 __version__ = "0.1.0"
@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Antichain", "ChangeBatch", "CorruptLogError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
     "HeaderMismatchError", "INT64", "InvalidTimeError", "InvalidURIError", "Log", "Messages",
-    "MutableAntichain", "PartLockedError", "PartReader", "PartWriter", "Progress", "ProgressError",
+    "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",
     "SchemaMismatchError", "SequenceError", "StreamHeader", "StreamNotFoundError", "Time", "TimeType",
     "UnsupportedVersionError", "open_log",
 ]

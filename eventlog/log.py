@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import unquote, urlparse
@@ -19,6 +20,25 @@ from .header import StreamHeader
 SYNC_MODES = ("fsync", "flush", "none")
 """Durability of appends: ``fsync`` (default) makes ``sync()`` durable on disk, ``flush`` hands the bytes to
 the operating system, ``none`` leaves them buffered until a segment is rotated or closed."""
+
+
+@dataclass(frozen=True)
+class PartStats:
+    """What a log knows about one part without decoding it."""
+
+    first_seq: int
+    """The first sequence id still in the log (1 unless old events were removed)."""
+    next_seq: int
+    """One past the last whole event: ``next_seq - first_seq`` events are readable."""
+    bytes: int
+    """Bytes the part occupies in the log."""
+    segments: int = 0
+    """Storage units (segments, Kafka records…) holding the part, where the log has them."""
+
+    @property
+    def events(self) -> int:
+        """The number of readable events."""
+        return self.next_seq - self.first_seq
 
 
 class PartWriter(abc.ABC):
@@ -57,6 +77,10 @@ class PartReader(abc.ABC):
 
     stream: str
     part: int
+
+    tail_problem: str | None = None
+    """Set when the last iteration stopped before bytes that are there but not whole (a torn tail):
+    what and where. None when it stopped at the clean end of the part."""
 
     @property
     @abc.abstractmethod
@@ -103,6 +127,10 @@ class Log(abc.ABC):
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> PartReader:
         """A reader of one part from sequence id ``start``; ``progress_only`` skips Messages events
         without decoding them."""
+
+    @abc.abstractmethod
+    def part_stats(self, stream: str, part: int) -> PartStats:
+        """Sequence range and size of one part, without decoding events."""
 
     def close(self) -> None:
         """Release resources held by the log."""

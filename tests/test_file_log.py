@@ -257,3 +257,23 @@ def test_messages_keep_schema_metadata_free_records(tmp_path):
         cap.send(0, [{"x": 1}])
     ev = next(iter(open_log(tmp_path).reader("m", 0))).event
     assert isinstance(ev, Messages) and ev.records.schema.metadata == {b"owner": b"team"}
+
+
+def test_part_stats_and_tail_problems(tmp_path, schema):
+    log = open_log(tmp_path, segment_bytes=3000)
+    n = fill(log, n=20)
+    st = log.part_stats("s", 0)
+    assert (st.first_seq, st.next_seq, st.events) == (1, n + 1, n)
+    assert st.segments == len(log.segments("s", 0)) > 1
+    assert st.bytes == sum(os.path.getsize(p) for p in seg_files(tmp_path, "") if not p.endswith(".lock"))
+    r = log.reader("s", 0)
+    list(r)
+    assert r.tail_problem is None
+    with open(seg_files(tmp_path, ".index")[-1], "ab") as f:
+        f.write(b"\x00" * 7)
+    list(r)
+    assert "partial index entry" in r.tail_problem
+    assert open_log(tmp_path).part_stats("s", 0).next_seq == n + 1
+    empty = Capture(log, "e", 0, 2, schema=schema)
+    empty.abort()
+    assert log.part_stats("e", 1).events == 0

@@ -158,6 +158,9 @@ class _Tampered(Log):
     def writer(self, stream, part, *, sync=None):
         return self.inner.writer(stream, part, sync=sync)
 
+    def part_stats(self, stream, part):
+        return self.inner.part_stats(stream, part)
+
     def reader(self, stream, part, start=1, *, progress_only=False):
         inner = self.inner.reader(stream, part, start, progress_only=progress_only)
         mutate = self.mutate

@@ -24,7 +24,7 @@ from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder, codec_
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError, StreamNotFoundError
 from eventlog.events import Entry, Event, Messages
 from eventlog.header import StreamHeader, check_stream_name
-from eventlog.log import SYNC_MODES, Log, PartReader, PartWriter
+from eventlog.log import SYNC_MODES, Log, PartReader, PartStats, PartWriter
 
 from . import index as ix
 from .storage import AppendFile, ArrowFsStorage, LocalStorage, ReadFile, Storage
@@ -137,6 +137,31 @@ class FileLog(Log):
         """First sequence ids of the part's segments, ascending."""
         header = self.header(stream)
         return _list_segments(self._st, self._part_dir(header, part), codec_for(header).file_suffix)
+
+    def part_stats(self, stream: str, part: int) -> PartStats:
+        header = self.header(stream)
+        d = self._part_dir(header, part)
+        suffix = codec_for(header).file_suffix
+        segs = _list_segments(self._st, d, suffix)
+        if not segs:
+            return PartStats(1, 1, 0, 0)
+        size = 0
+        for first in segs:
+            for ext in (suffix, ".index"):
+                path = self._st.join(d, segment_name(first) + ext)
+                if self._st.exists(path):
+                    f = self._st.open_read(path)
+                    size += f.size()
+                    f.close()
+        index = self._st.open_read(self._st.join(d, segment_name(segs[-1]) + ".index"))
+        try:
+            n = max(0, (index.size() - ix.HEADER_SIZE) // ix.ENTRY_SIZE)
+        finally:
+            index.close()
+        next_seq = segs[-1] + n
+        if n == 0 and len(segs) > 1:
+            next_seq = segs[-1]
+        return PartStats(segs[0], next_seq, size, len(segs))
 
     # -- parts -----------------------------------------------------------------------------------------
 
@@ -458,6 +483,7 @@ class FilePartReader(PartReader):
         return segs[0] if segs else None
 
     def __iter__(self) -> Iterator[Entry]:
+        self.tail_problem = None
         while True:
             if self._cur is None and not self._open_cursor():
                 return
@@ -500,21 +526,26 @@ class FilePartReader(PartReader):
         size = cur.index.size()
         n = (size - cur.index_pos) // ix.ENTRY_SIZE
         if n <= 0:
+            if size > cur.index_pos:
+                self.tail_problem = f"partial index entry at byte {cur.index_pos} of {cur.index_path}"
             return
         block = cur.index.read_at(cur.index_pos, n * ix.ENTRY_SIZE)
         data_size = cur.data.size()
         for i in range(n):
             e = ix.unpack_entry(block, i * ix.ENTRY_SIZE)
             if e is None:
-                if i == n - 1:
-                    return  # a damaged last entry is a torn tail: stop here
+                if i == n - 1:  # a damaged last entry is a torn tail: stop here
+                    self.tail_problem = f"damaged last index entry (seq {cur.next_seq}) in {cur.index_path}"
+                    return
                 raise self._err("index entry fails its checksum", cur, seq=cur.next_seq)
             if e.seq != cur.next_seq or (cur.next_offset is not None and e.offset != cur.next_offset):
                 raise self._err(f"index entry out of order (seq {e.seq}, offset {e.offset})", cur, seq=cur.next_seq)
             if e.offset + e.length > data_size:
                 data_size = cur.data.size()
-                if e.offset + e.length > data_size:
-                    return  # the event is not (all) there: a torn tail, or not flushed yet
+                if e.offset + e.length > data_size:  # the event is not (all) there: torn, or not flushed yet
+                    self.tail_problem = (f"seq {e.seq} ends at byte {e.offset + e.length} but {cur.data_path} "
+                                         f"has {data_size} bytes")
+                    return
             if cur.prefix_len is None:
                 cur.prefix_len = e.offset
             entry = None
