@@ -1,0 +1,11 @@
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "eventlog._bundle_native",
+            ["eventlog/_bundle_native.c"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        )
+    ]
+)
