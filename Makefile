@@ -17,8 +17,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py --log ./demo-log
 
+KAFKA_PORT ?= 19092
+
+# the Kafka tests run against a real local broker, started for the run and stopped after it
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) tools/kafka-broker start --port $(KAFKA_PORT)
+	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT); exit $$rc
 
 bench: $(STAMP)
 	$(PY) tools/bench/bench_file_log.py

@@ -7,6 +7,7 @@ from .antichain import Antichain, MutableAntichain
 from .change_batch import ChangeBatch
 from .errors import (
     CorruptLogError,
+    DeliveryError,
     EventLogError,
     HeaderMismatchError,
     InvalidTimeError,
@@ -26,7 +27,7 @@ from .time import INT64, Time, TimeType
 __version__ = "0.1.0"
 
 __all__ = [
-    "Antichain", "ChangeBatch", "CorruptLogError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
+    "Antichain", "ChangeBatch", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
     "HeaderMismatchError", "INT64", "InvalidTimeError", "InvalidURIError", "Log", "Messages",
     "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",
     "SchemaMismatchError", "SequenceError", "StreamHeader", "StreamNotFoundError", "Time", "TimeType",

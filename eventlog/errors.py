@@ -100,3 +100,8 @@ class PartLockedError(EventLogError):
 
 class InvalidURIError(EventLogError, ValueError):
     """A log URI that eventlog cannot open."""
+
+
+class DeliveryError(EventLogError):
+    """A log did not acknowledge appended events (a Kafka delivery failure or timeout); nothing after the
+    last successful sync may be assumed durable."""

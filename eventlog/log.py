@@ -30,8 +30,8 @@ class PartStats:
     """The first sequence id still in the log (1 unless old events were removed)."""
     next_seq: int
     """One past the last whole event: ``next_seq - first_seq`` events are readable."""
-    bytes: int
-    """Bytes the part occupies in the log."""
+    bytes: int | None
+    """Bytes the part occupies in the log (None where the log cannot tell cheaply, as on Kafka)."""
     segments: int = 0
     """Storage units (segments, Kafka records…) holding the part, where the log has them."""
 
@@ -146,9 +146,11 @@ class Log(abc.ABC):
 
 
 def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
-    """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``, or a ``pyarrow.fs``
-    URI (``s3://bucket/path``, …). Options: ``sync`` (``fsync``/``flush``/``none``), ``segment_bytes``,
-    ``filesystem`` (a ``pyarrow.fs.FileSystem`` for the path)."""
+    """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``,
+    ``kafka://host:port/prefix``, or a ``pyarrow.fs`` URI (``s3://bucket/path``, …). File options: ``sync``
+    (``fsync``/``flush``/``none``), ``segment_bytes``, ``filesystem`` (a ``pyarrow.fs.FileSystem``). Kafka
+    options: ``config`` (librdkafka settings), ``timeout``, ``bundle_bytes``, ``bundle_events``,
+    ``replication_factor`` (see ``connectors.kafka``)."""
     if isinstance(uri, Path) or (isinstance(uri, os.PathLike)):
         uri = os.fspath(uri)
     if not isinstance(uri, str) or not uri:
@@ -171,7 +173,9 @@ def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
     if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
         return FileLog(uri, uri=uri, **options)
     if scheme == "kafka":
-        raise InvalidURIError(f"kafka logs are not supported by this version of eventlog: {uri!r}")
+        from connectors.kafka import KafkaLog
+
+        return KafkaLog(uri, **options)
     import pyarrow.fs as pafs
 
     try:

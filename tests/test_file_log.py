@@ -54,7 +54,7 @@ def test_layout_and_uris(tmp_path):
     assert open_log(tmp_path).streams() == ["s"]
     with pytest.raises(StreamNotFoundError):
         open_log(tmp_path).header("nope")
-    for bad in ("memory://", "file://otherhost/x", "kafka://127.0.0.1:9092/x", "nosuchscheme://x/y", ""):
+    for bad in ("memory://", "file://otherhost/x", "kafka:///no-host", "kafka://h:1/bad prefix", "nosuchscheme://x/y", ""):
         with pytest.raises(InvalidURIError):
             open_log(bad)
     with pytest.raises(ValueError):
@@ -277,3 +277,16 @@ def test_part_stats_and_tail_problems(tmp_path, schema):
     empty = Capture(log, "e", 0, 2, schema=schema)
     empty.abort()
     assert log.part_stats("e", 1).events == 0
+
+
+@pytest.mark.parametrize("encoding", ["arrow", "avro"])
+def test_standalone_bodies_decode_from_the_header_alone(encoding):
+    from eventlog.encoding import codec_for
+
+    schema = pa.schema([("x", pa.int64())])
+    header = StreamHeader("st", 1, schema, "int64", encoding)
+    enc = codec_for(header).standalone_encoder()
+    events = [Messages(3, pa.record_batch({"x": [1, 2]}, schema=schema)), Progress(((0, -1), (4, 1)))]
+    bodies = [enc.encode(i + 1, e) for i, e in enumerate(events)]
+    dec = codec_for(StreamHeader.from_json(header.to_json())).standalone_decoder()  # another process
+    assert [dec.decode(b) for b in bodies] == [(1, events[0]), (2, events[1])]

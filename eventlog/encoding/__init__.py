@@ -50,6 +50,15 @@ class EventCodec(Protocol):
         raises CorruptLogError."""
         ...
 
+    def standalone_encoder(self) -> SegmentEncoder:
+        """An encoder whose bodies decode without a stored prefix (``standalone_decoder`` rebuilds it
+        from the header): for logs that frame bodies themselves, such as Kafka bundles."""
+        ...
+
+    def standalone_decoder(self) -> SegmentDecoder:
+        """The decoder of ``standalone_encoder``'s bodies."""
+        ...
+
 
 def codec_for(header: StreamHeader) -> EventCodec:
     """The codec of ``header.encoding`` for this stream."""

@@ -114,6 +114,12 @@ class ArrowCodec:
     def new_segment(self) -> _ArrowSegmentEncoder:
         return _ArrowSegmentEncoder(self)
 
+    def standalone_encoder(self) -> _ArrowSegmentEncoder:
+        return _ArrowSegmentEncoder(self)  # the prefix is the schema message: the header rebuilds it
+
+    def standalone_decoder(self) -> _ArrowSegmentDecoder:
+        return _ArrowSegmentDecoder(self, self.prefix)
+
     def segment_decoder(self, prefix) -> _ArrowSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
         try:

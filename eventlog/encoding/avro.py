@@ -6,6 +6,7 @@ record schema filled in); a Messages event nests its records in the ``records`` 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from importlib import resources
@@ -85,11 +86,12 @@ def _read_long(buf: memoryview, pos: int) -> tuple[int, int]:
 
 
 class _AvroSegmentEncoder:
-    def __init__(self, codec: "AvroCodec") -> None:
+    def __init__(self, codec: "AvroCodec", sync_marker: bytes | None = None) -> None:
         self._codec = codec
         self._sink = _Sink()
         self._writer = fastavro.write.Writer(
-            self._sink, codec.parsed, codec="zstandard", metadata={"eventlog.stream": codec.header.stream}
+            self._sink, codec.parsed, codec="zstandard", metadata={"eventlog.stream": codec.header.stream},
+            sync_marker=sync_marker,
         )
         self.prefix = self._sink.drain()
         self.suffix = b""
@@ -170,6 +172,16 @@ class AvroCodec:
 
     def new_segment(self) -> _AvroSegmentEncoder:
         return _AvroSegmentEncoder(self)
+
+    def _standalone_sync(self) -> bytes:
+        """The sync marker of standalone bodies: fixed per stream, so no prefix needs storing."""
+        return hashlib.blake2b(b"eventlog:" + self.header.stream.encode(), digest_size=_SYNC_SIZE).digest()
+
+    def standalone_encoder(self) -> _AvroSegmentEncoder:
+        return _AvroSegmentEncoder(self, self._standalone_sync())
+
+    def standalone_decoder(self) -> _AvroSegmentDecoder:
+        return _AvroSegmentDecoder(self, self._standalone_sync())
 
     def segment_decoder(self, prefix) -> _AvroSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)

@@ -1,0 +1,76 @@
+"""Kafka log URIs and client settings.
+
+``kafka://host:port[,host:port…]/prefix?setting=value&…`` names a log on a Kafka cluster: the hosts are
+``bootstrap.servers``, ``prefix`` (optional) is prepended to every stream's topic (``prefix.stream``), and
+query parameters are librdkafka settings (``security.protocol``, ``sasl.mechanism``, ``ssl.ca.location``,
+…), as are the keys of ``open_log(uri, config={…})``. Every setting reaches the producer, the consumers and
+the admin client, so the same code runs against a local broker and a production cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlparse
+
+from eventlog.errors import InvalidURIError
+
+_TOPIC_PART = re.compile(r"^[A-Za-z0-9._-]+$")
+
+# settings that belong to one kind of client only; librdkafka warns about the others
+_PRODUCER_ONLY = {"acks", "enable.idempotence", "linger.ms", "batch.size", "compression.type", "retries",
+                  "delivery.timeout.ms", "max.in.flight.requests.per.connection", "transactional.id",
+                  "queue.buffering.max.messages", "queue.buffering.max.kbytes", "message.send.max.retries"}
+_CONSUMER_ONLY = {"group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof",
+                  "fetch.wait.max.ms", "fetch.min.bytes", "isolation.level", "session.timeout.ms",
+                  "max.partition.fetch.bytes", "fetch.max.bytes", "queued.max.messages.kbytes"}
+
+
+@dataclass(frozen=True)
+class KafkaTarget:
+    """Where a Kafka log lives: bootstrap servers, topic prefix, and the user's client settings."""
+
+    bootstrap: str
+    prefix: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def topic(self, stream: str) -> str:
+        """The topic of a stream."""
+        return f"{self.prefix}.{stream}" if self.prefix else stream
+
+    def stream_of(self, topic: str) -> str | None:
+        """The stream of a topic, or None when the topic is outside this log's prefix."""
+        if not self.prefix:
+            return topic
+        head = self.prefix + "."
+        return topic[len(head):] if topic.startswith(head) and len(topic) > len(head) else None
+
+    def common(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.bootstrap, **{k: v for k, v in self.settings.items()
+                                                         if k not in _PRODUCER_ONLY | _CONSUMER_ONLY}}
+
+    def producer(self, **defaults: Any) -> dict[str, Any]:
+        """Producer settings: eventlog's defaults, overridden by the user's."""
+        return {**defaults, **self.common(), **{k: v for k, v in self.settings.items() if k in _PRODUCER_ONLY}}
+
+    def consumer(self, **defaults: Any) -> dict[str, Any]:
+        """Consumer settings: eventlog's defaults, overridden by the user's."""
+        return {**defaults, **self.common(), **{k: v for k, v in self.settings.items() if k in _CONSUMER_ONLY}}
+
+    def admin(self) -> dict[str, Any]:
+        """Admin client settings."""
+        return self.common()
+
+
+def parse_kafka_uri(uri: str, config: dict[str, Any] | None = None) -> KafkaTarget:
+    """Parse a ``kafka://`` URI; ``config`` entries override the URI's query settings."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "kafka" or not parsed.netloc:
+        raise InvalidURIError(f"not a kafka log URI (kafka://host:port/prefix): {uri!r}")
+    prefix = unquote(parsed.path).strip("/").replace("/", ".")
+    if prefix and not _TOPIC_PART.match(prefix):
+        raise InvalidURIError(f"topic prefix {prefix!r} may use only A-Z a-z 0-9 . _ -: {uri!r}")
+    settings: dict[str, Any] = dict(parse_qsl(parsed.query, keep_blank_values=True))
+    settings.update(config or {})
+    return KafkaTarget(parsed.netloc, prefix, settings)
