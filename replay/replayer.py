@@ -23,7 +23,8 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.errors import ProgressError, SequenceError
+from eventlog.errors import ProgressError, SequenceError, StreamNotFoundError
+from eventlog.header import StreamHeader
 from eventlog.events import Entry, Event, Messages, Progress
 from eventlog.log import Log, PartReader, open_log
 from eventlog.time import Time, less_equal
@@ -73,8 +74,9 @@ class Replayer:
 
     ``since``/``until`` keep the times ``t`` with ``since <= t`` and not ``until <= t``; ``start`` maps parts
     to the sequence id to resume from (``position`` of an earlier replayer); ``follow=True`` keeps polling a
-    live log until every tracked part is finished (or every time before ``until`` is complete), raising
-    ``TimeoutError`` after ``timeout`` seconds without a new event.
+    live log until every tracked part is finished (or every time before ``until`` is complete), waiting for
+    the stream to be created if it does not exist yet, and raising ``TimeoutError`` after ``timeout``
+    seconds without a new event.
     """
 
     def __init__(
@@ -104,7 +106,7 @@ class Replayer:
             raise ValueError(f"worker {worker} out of range for peers={peers}")
         self.log = log if isinstance(log, Log) else open_log(log)
         self.stream = stream
-        self.header = self.log.header(stream)
+        self.header = self._await_header(follow, poll_interval, timeout)
         self.worker, self.peers, self.mode, self.key = worker, peers, mode, key
         tt = self.header.time_type
         self.since = tt.check(since) if since is not None else None
@@ -130,6 +132,17 @@ class Replayer:
         """Events dropped because their sequence id was already seen."""
         self.events_read = 0
         """Events taken from the parts (duplicates excluded)."""
+
+    def _await_header(self, follow: bool, poll_interval: float, timeout: float | None) -> StreamHeader:
+        """The stream's header; a following replayer waits for a stream that does not exist yet."""
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        while True:
+            try:
+                return self.log.header(self.stream)
+            except StreamNotFoundError:
+                if not follow or (deadline is not None and _time.monotonic() > deadline):
+                    raise
+                _time.sleep(max(poll_interval, 0.05))
 
     def _restore(self, part: _Part, start: int) -> None:
         """Rebuild a part's frontier from its Progress events before ``start``."""

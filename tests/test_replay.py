@@ -241,3 +241,20 @@ def test_copy_of_an_unfinished_stream_stays_unfinished(log_uri):
     r = Replayer(log, "t", 0, 1)
     assert [t for t, _ in r.completed()] == [0]
     assert list(r.frontier) == [4]
+
+
+def test_follow_waits_for_the_stream_to_appear(tmp_path):
+    got = []
+
+    def consume():
+        r = Replayer(open_log(tmp_path), "late", 0, 1, follow=True, poll_interval=0.01, timeout=20)
+        got.extend(t for t, _ in r.completed())
+
+    th = threading.Thread(target=consume)
+    th.start()
+    time.sleep(0.2)
+    capture_numbers(open_log(tmp_path), peers=1, values=range(3), stream="late")
+    th.join(timeout=30)
+    assert got == [0, 1, 2]
+    with pytest.raises(Exception, match="no stream"):
+        Replayer(open_log(tmp_path), "missing", 0, 1)  # not following: the stream must exist
