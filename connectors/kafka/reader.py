@@ -37,6 +37,7 @@ def new_consumer(log: "KafkaLog") -> Consumer:
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 20,
+        "fetch.error.backoff.ms": 10,
     }))
 
 
@@ -47,7 +48,7 @@ def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, o
     deadline = time.monotonic() + log.timeout
     stream = log.target.stream_of(topic) or topic
     while True:
-        msgs = consumer.consume(_BATCH, timeout=0.05)
+        msgs = consumer.consume(_BATCH, timeout=0) or consumer.consume(1, timeout=0.05)
         if not msgs:
             if time.monotonic() > deadline:
                 raise EventLogError(f"no answer from kafka for {topic}[{part}] within {log.timeout} s",
@@ -63,7 +64,11 @@ def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, o
 
 
 class KafkaPartReader(PartReader):
-    """Reads one part of a stream from its partition; iterating again continues with new records."""
+    """Reads one part of a stream from its partition; iterating again continues with new records.
+
+    An iteration ends at the partition's end, or, once it yielded events, as soon as no more are queued
+    (so a live part is never held back); an iteration that yields nothing has reached the end.
+    """
 
     def __init__(self, log: "KafkaLog", stream: str, part: int, start: int, progress_only: bool,
                  decoder: SegmentDecoder) -> None:
@@ -96,14 +101,19 @@ class KafkaPartReader(PartReader):
             self._consumer = self._open()
         consumer = self._consumer
         deadline = time.monotonic() + self._log.timeout
+        yielded = False
         while True:
             try:
-                msgs = consumer.consume(_BATCH, timeout=0.005 if self._at_eof else 0.05)
+                # drain what is queued without waiting; an iteration that yielded events returns then (so a
+                # live part is not held back), one that yielded nothing waits for data or the partition EOF
+                msgs = consumer.consume(_BATCH, timeout=0)
+                if not msgs:
+                    if self._at_eof or yielded:
+                        return
+                    msgs = consumer.consume(1, timeout=0.05)
             except KafkaException as e:
                 raise EventLogError(f"kafka read error: {e}", stream=self.stream, part=self.part) from None
             if not msgs:
-                if self._at_eof:
-                    return
                 if time.monotonic() > deadline:
                     raise EventLogError(f"no answer from kafka within {self._log.timeout} s",
                                         stream=self.stream, part=self.part)
@@ -116,7 +126,9 @@ class KafkaPartReader(PartReader):
                         continue
                     raise EventLogError(f"kafka read error: {err.str()}", stream=self.stream, part=self.part)
                 self._at_eof = False
-                yield from self._entries(m.offset(), m.value())
+                for entry in self._entries(m.offset(), m.value()):
+                    yielded = True
+                    yield entry
             if self._at_eof:
                 return
 
