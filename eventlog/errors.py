@@ -30,6 +30,9 @@ class EventLogError(Exception):
         self.path = path
         super().__init__(self._render())
 
+    def __reduce__(self):  # noqa: ANN204 - keep the location when pickled (Spark ships errors between processes)
+        return (_rebuild, (type(self), self.reason, self.location()))
+
     def _render(self) -> str:
         where: list[str] = []
         for label, value in (
@@ -105,3 +108,7 @@ class InvalidURIError(EventLogError, ValueError):
 class DeliveryError(EventLogError):
     """A log did not acknowledge appended events (a Kafka delivery failure or timeout); nothing after the
     last successful sync may be assumed durable."""
+
+
+def _rebuild(cls: type, reason: str, location: dict[str, Any]) -> EventLogError:
+    return cls(reason, **location)

@@ -77,3 +77,14 @@ def test_antichain_elements_are_minimal_and_cover(times):
             assert x == y or not less_equal(x, y)
     for t in times:
         assert a.less_equal(t)
+
+
+def test_errors_keep_their_location_when_pickled():
+    import pickle
+
+    from eventlog import CorruptLogError
+
+    e = CorruptLogError("bad", stream="s", part=2, seq=7, offset=40, path="/x")
+    e2 = pickle.loads(pickle.dumps(e))
+    assert type(e2) is CorruptLogError and str(e2) == str(e)
+    assert (e2.stream, e2.part, e2.seq, e2.offset, e2.path) == ("s", 2, 7, 40, "/x")
