@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterator
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder, codec_for
@@ -424,9 +425,12 @@ class _Cursor:
         self.next_seq = first_seq
         self.next_offset: int | None = None
         self.prefix_len: int | None = None
+        self.mapped: pa.Buffer | None = None
         self.decoder: SegmentDecoder | None = None
 
     def close(self) -> None:
+        self.mapped = None
+        self.decoder = None
         self.data.close()
         if self.index is not None:
             self.index.close()
@@ -562,18 +566,21 @@ class FilePartReader(PartReader):
                 yield entry
 
     def _decode(self, cur: _Cursor, e: ix.IndexEntry) -> Entry | None:
-        body = cur.data.read_at(e.offset, e.length)
-        if len(body) != e.length:
-            return None
+        end = e.offset + e.length
+        if cur.mapped is None or cur.mapped.size < end:
+            cur.mapped = cur.data.map()  # (re)map: the segment grew since it was mapped
+            if cur.mapped.size < end:
+                return None
+        body = cur.mapped.slice(e.offset, e.length)
         if ix.checksum(body) != e.crc:
             raise self._err("event fails its checksum", cur, seq=e.seq, offset=e.offset)
         if cur.decoder is None:
             try:
-                cur.decoder = self._codec.segment_decoder(cur.data.read_at(0, cur.prefix_len or 0))
+                cur.decoder = self._codec.segment_decoder(cur.mapped.slice(0, cur.prefix_len or 0))
             except CorruptLogError as err:
                 raise _relocate(err, stream=self.stream, part=self.part, path=cur.data_path, offset=0) from None
         try:
-            seq, event = cur.decoder.decode(body)
+            seq, event = cur.decoder.decode_at(cur.mapped, e.offset, e.length)
         except CorruptLogError as err:
             raise _relocate(err, stream=self.stream, part=self.part, seq=e.seq, offset=e.offset,
                             path=cur.data_path) from None

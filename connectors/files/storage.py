@@ -11,6 +11,7 @@ import os
 import threading
 from typing import Protocol
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from eventlog.errors import PartLockedError
@@ -30,6 +31,9 @@ class ReadFile(Protocol):
 
     def size(self) -> int: ...
     def read_at(self, offset: int, length: int) -> bytes: ...
+    def map(self) -> pa.Buffer:
+        """The whole file as it is now, as a buffer (memory-mapped where the storage allows)."""
+        ...
     def close(self) -> None: ...
 
 
@@ -74,6 +78,7 @@ class _LocalAppend:
 
 class _LocalRead:
     def __init__(self, path: str) -> None:
+        self._path = path
         self._fd = os.open(path, os.O_RDONLY)
 
     def size(self) -> int:
@@ -81,6 +86,12 @@ class _LocalRead:
 
     def read_at(self, offset: int, length: int) -> bytes:
         return os.pread(self._fd, length, offset)
+
+    def map(self) -> pa.Buffer:
+        if self.size() == 0:
+            return pa.py_buffer(b"")
+        with pa.memory_map(self._path, "r") as mm:
+            return mm.read_buffer()  # the mapping lives as long as the buffer
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -199,6 +210,10 @@ class _ArrowRead:
             self._f = self._fs.open_input_file(self._path)
         return self._f.read_at(max(0, min(length, size - offset)), offset)
 
+    def map(self) -> pa.Buffer:
+        with self._fs.open_input_file(self._path) as f:
+            return f.read_buffer()
+
     def close(self) -> None:
         self._f.close()
 
@@ -291,6 +306,9 @@ class _MemRead:
 
     def read_at(self, offset: int, length: int) -> bytes:
         return bytes(self._buf[offset : offset + length])
+
+    def map(self) -> pa.Buffer:
+        return pa.py_buffer(bytes(self._buf))  # a snapshot: the bytearray may grow under a live writer
 
     def close(self) -> None:
         pass

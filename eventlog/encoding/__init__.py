@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import pyarrow as pa
+
 from ..events import Event
 from ..header import StreamHeader
 
@@ -32,6 +34,11 @@ class SegmentDecoder(Protocol):
 
     def decode(self, body: memoryview | bytes) -> tuple[int, Event]:
         """``(seq, event)`` from one body; damaged bytes raise CorruptLogError (location filled by caller)."""
+        ...
+
+    def decode_at(self, segment: "pa.Buffer", offset: int, length: int) -> tuple[int, Event]:
+        """``(seq, event)`` from the body at ``offset`` of a segment buffer that starts with this decoder's
+        prefix (lets an encoding keep one reader per segment instead of one per event)."""
         ...
 
 

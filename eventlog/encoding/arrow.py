@@ -73,26 +73,51 @@ class _ArrowSegmentDecoder:
     def __init__(self, codec: "ArrowCodec", prefix: bytes) -> None:
         self._codec = codec
         self._prefix = prefix
+        self._segment: pa.Buffer | None = None
+        self._source: pa.BufferReader | None = None
+        self._reader: ipc.RecordBatchStreamReader | None = None
 
     def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
         try:
             reader = ipc.open_stream(pa.py_buffer(self._prefix + bytes(body)))
-            batch, meta = reader.read_next_batch_with_custom_metadata()
-            seq = int(meta[_SEQ])
-            kind = meta[_KIND]
-            if kind == b"messages":
-                if batch.num_rows == 0:
-                    raise ValueError("messages event without records")
-                return seq, Messages(self._codec.time_type.check(_tuples(json.loads(meta[_TIME]))), batch)
-            if kind == b"progress":
-                updates = json.loads(meta[_UPDATES])
-                check = self._codec.time_type.check
-                return seq, Progress(tuple((check(_tuples(t)), int(d)) for t, d in updates))
-            raise ValueError(f"unknown event kind {kind!r}")
+            return self._event(*reader.read_next_batch_with_custom_metadata())
         except CorruptLogError:
             raise
         except (pa.ArrowException, ValueError, KeyError, TypeError, StopIteration) as e:
             raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {e}") from None
+
+    def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
+        try:
+            if segment is not self._segment:  # one stream reader per (mapped) segment, positioned per event
+                self._segment = segment
+                self._source = pa.BufferReader(segment)
+                self._reader = ipc.open_stream(self._source)
+            assert self._source is not None and self._reader is not None
+            self._source.seek(offset)
+            batch, meta = self._reader.read_next_batch_with_custom_metadata()
+            if self._source.tell() != offset + length:
+                raise ValueError(f"the event's IPC message ends at byte {self._source.tell()}, not {offset + length}")
+            return self._event(batch, meta)
+        except CorruptLogError:
+            raise
+        except (pa.ArrowException, ValueError, KeyError, TypeError, StopIteration) as e:
+            self._segment = None  # the reader's state is unknown after an error
+            raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {e}") from None
+
+    def _event(self, batch: pa.RecordBatch, meta) -> tuple[int, Event]:  # noqa: ANN001
+        if meta is None:
+            raise ValueError("record batch without eventlog metadata")
+        seq = int(meta[_SEQ])
+        kind = meta[_KIND]
+        check = self._codec.time_type.check
+        if kind == b"messages":
+            if batch.num_rows == 0:
+                raise ValueError("messages event without records")
+            return seq, Messages(check(_tuples(json.loads(meta[_TIME]))), batch)
+        if kind == b"progress":
+            updates = json.loads(meta[_UPDATES])
+            return seq, Progress(tuple((check(_tuples(t)), int(d)) for t, d in updates))
+        raise ValueError(f"unknown event kind {kind!r}")
 
 
 def _tuples(t):  # noqa: ANN001, ANN202 - JSON lists back to product-time tuples

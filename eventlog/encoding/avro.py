@@ -118,6 +118,9 @@ class _AvroSegmentDecoder:
         self._sync = sync
         self._dctx = zstandard.ZstdDecompressor()
 
+    def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
+        return self.decode(memoryview(segment)[offset : offset + length])
+
     def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
         codec = self._codec
         buf = memoryview(body)
