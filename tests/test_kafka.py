@@ -197,3 +197,24 @@ def test_files_to_kafka_to_files_round_trip(tmp_path, kafka_uri, encoding):
     assert rows(open_log(tmp_path / "b")) == rows(src) == rows(open_log(kafka_uri))
     assert open_log(tmp_path / "b").header("s").encoding == encoding
     assert all(isinstance(e.event, Messages) or e.event.updates for e in open_log(kafka_uri).reader("s", 1))
+
+
+def test_seek_by_wall_clock_time_uses_bundle_timestamps(kafka_uri):
+    import time
+
+    log = open_log(kafka_uri, bundle_events=2)
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    marks = {}
+    for t in range(6):
+        if t == 3:
+            time.sleep(0.05)
+            marks["before3"] = int(time.time() * 1000)
+            time.sleep(0.05)
+        cap.send(t, [{"n": t}])
+        cap.advance_to(t + 1)
+    cap.close()
+    seq = open_log(kafka_uri).seq_for_timestamp("s", 0, marks["before3"])
+    first = next(iter(open_log(kafka_uri).reader("s", 0, start=seq))).event
+    assert isinstance(first, Messages) and first.time == 3  # the first event written after the mark
+    assert open_log(kafka_uri).seq_for_timestamp("s", 0, 0) == 1
+    assert open_log(kafka_uri).seq_for_timestamp("s", 0, int(time.time() * 1000) + 60_000) == 14

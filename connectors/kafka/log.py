@@ -248,6 +248,32 @@ class KafkaLog(Log):
                 hi = mid
         return lo
 
+    def _probe_ts(self, topic: str, part: int, offset: int) -> tuple[int, int] | None:
+        """``(bundle timestamp ms, first seq)`` of the first data record at or after ``offset``."""
+        for _, b in scan_partition(self, self._scanner(), topic, part, offset):
+            if not is_header(b) and b.count:
+                return b.ts, b.first_id
+        return None
+
+    def seq_for_timestamp(self, stream: str, part: int, when_ms: int) -> int:
+        """The first sequence id appended at or after wall-clock time ``when_ms`` (ms since the epoch),
+        found by a binary search over the bundles' own timestamps (BundleTs) — our own time index, since
+        brokers differ in ``offsets_for_times``. Returns the part's next sequence id when nothing is that
+        recent. Timestamps are the writer's clock at the time the record was cut."""
+        header = self.header(stream)
+        self._check_part(header, part)
+        topic = self.target.topic(stream)
+        lo, hi = self._watermarks(topic, part)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            probe = self._probe_ts(topic, part, mid)
+            if probe is not None and probe[0] < when_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        probe = self._probe_ts(topic, part, lo)
+        return probe[1] if probe is not None else self.last_seq(stream, part) + 1
+
     def part_stats(self, stream: str, part: int) -> PartStats:
         header = self.header(stream)
         self._check_part(header, part)
