@@ -273,6 +273,11 @@ def test_part_stats_and_tail_problems(tmp_path, schema):
         f.write(b"\x00" * 7)
     list(r)
     assert "partial index entry" in r.tail_problem
+    fresh = open_log(tmp_path).reader("s", 0)
+    assert len(list(fresh)) == n and "partial index entry" in fresh.tail_problem  # reported on the same read
+    d = part_dir(tmp_path)
+    open(os.path.join(d, f"{n + 1:020d}.arrows"), "wb").close()  # a crash before the new segment's index
+    assert open_log(tmp_path).part_stats("s", 0).next_seq == n + 1
     assert open_log(tmp_path).part_stats("s", 0).next_seq == n + 1
     empty = Capture(log, "e", 0, 2, schema=schema)
     empty.abort()

@@ -154,11 +154,15 @@ class FileLog(Log):
                     f = self._st.open_read(path)
                     size += f.size()
                     f.close()
-        index = self._st.open_read(self._st.join(d, segment_name(segs[-1]) + ".index"))
         try:
-            n = max(0, (index.size() - ix.HEADER_SIZE) // ix.ENTRY_SIZE)
-        finally:
-            index.close()
+            index = self._st.open_read(self._st.join(d, segment_name(segs[-1]) + ".index"))
+        except FileNotFoundError:  # a crash between creating a segment and its index: no events in it
+            n = 0
+        else:
+            try:
+                n = max(0, (index.size() - ix.HEADER_SIZE) // ix.ENTRY_SIZE)
+            finally:
+                index.close()
         next_seq = segs[-1] + n
         if n == 0 and len(segs) > 1:
             next_seq = segs[-1]
@@ -564,6 +568,8 @@ class FilePartReader(PartReader):
                 self._next = e.seq + 1
             if entry is not None:
                 yield entry
+        if cur.index.size() > cur.index_pos and (cur.index.size() - cur.index_pos) < ix.ENTRY_SIZE:
+            self.tail_problem = f"partial index entry at byte {cur.index_pos} of {cur.index_path}"
 
     def _decode(self, cur: _Cursor, e: ix.IndexEntry) -> Entry | None:
         end = e.offset + e.length

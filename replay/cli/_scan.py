@@ -1,0 +1,239 @@
+"""Reading parts for the CLI: a cursor per part that knows the part's frontier, and a merge of cursors in
+the order a replayer delivers events (lowest pending time first).
+
+Unlike ``Replayer``, cursors keep each event's part and sequence id, which ``cat``, ``stats``,
+``frontier`` and ``export`` show.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from eventlog.antichain import Antichain, MutableAntichain
+from eventlog.errors import ProgressError
+from eventlog.events import Entry, Event, Messages
+from eventlog.header import StreamHeader
+from eventlog.log import Log, PartReader, PartStats
+from eventlog.time import Time
+
+
+def order_key(event: Event, minimum: Time) -> Time:
+    """The least time an event concerns: a Messages event's time, a Progress event's least updated time."""
+    if isinstance(event, Messages):
+        return event.time
+    return min((t for t, _ in event.updates), default=minimum)
+
+
+class PartCursor:
+    """Reads one part from ``start`` (default: its first event) up to ``end`` (exclusive, default: no end),
+    tracking the part's frontier; with ``start`` past the first event, the frontier is first restored from
+    the Progress events before it. ``progress_only`` skips Messages events without decoding them."""
+
+    def __init__(
+        self,
+        log: Log,
+        header: StreamHeader,
+        part: int,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        progress_only: bool = False,
+    ) -> None:
+        self.header = header
+        self.part = part
+        self.end = end
+        stats = log.part_stats(header.stream, part)
+        self.first_seq = stats.first_seq
+        self.start = stats.first_seq if start is None else max(start, stats.first_seq)
+        self._frontier = MutableAntichain([(header.time_type.minimum, 1)])
+        if self.start > stats.first_seq:
+            with log.reader(header.stream, part, start=stats.first_seq, progress_only=True) as r:
+                for entry in r:
+                    if entry.seq >= self.start:
+                        break
+                    self._update_frontier(entry)
+        self.reader: PartReader = log.reader(header.stream, part, start=self.start, progress_only=progress_only)
+        self.last_seq = self.start - 1
+        """The sequence id of the last event read (``start - 1`` before the first)."""
+
+    def _update_frontier(self, entry: Entry) -> None:
+        try:
+            self._frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
+        except ProgressError as e:
+            raise ProgressError(e.reason, stream=self.header.stream, part=self.part, seq=entry.seq) from None
+
+    @property
+    def frontier(self) -> Antichain:
+        """The part's frontier after the events read so far."""
+        return self._frontier.frontier
+
+    @property
+    def finished(self) -> bool:
+        """True once the part's frontier is empty (it writes nothing more)."""
+        return self._frontier.frontier.is_empty()
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence id after the last event read, counting Messages events a ``progress_only`` cursor
+        skipped (``last_seq`` counts only events yielded)."""
+        n = self.reader.next_seq
+        return min(n, self.end) if self.end is not None else n
+
+    @property
+    def at_end(self) -> bool:
+        """True when ``end`` is set and reached."""
+        return self.end is not None and self.next_seq >= self.end
+
+    @property
+    def tail_problem(self) -> str | None:
+        """The reader's torn-tail report of its last pass (None: it stopped at the clean end). Call
+        ``check_tail`` first when the last pass read events."""
+        return self.reader.tail_problem
+
+    def check_tail(self) -> str | None:
+        """Poll the reader once more and return its torn-tail report: a pass that read whole events does
+        not report a partial index entry after them, a pass that starts there does (file logs). Call it
+        when done reading; an event that arrived meanwhile is not shown."""
+        for _ in self.reader:
+            break
+        return self.reader.tail_problem
+
+    def pull(self) -> Iterator[Entry]:
+        """The events available now (up to ``end``) without applying them: call ``apply`` on each before
+        using the frontier (``merged`` reads ahead, so it applies an event only when it is its turn)."""
+        if self.at_end:
+            return
+        for entry in self.reader:
+            if self.end is not None and entry.seq >= self.end:
+                return
+            yield entry
+
+    def apply(self, entry: Entry) -> None:
+        """Account for ``entry`` having been taken: its Progress updates change the part's frontier."""
+        if not isinstance(entry.event, Messages):
+            self._update_frontier(entry)
+        self.last_seq = entry.seq
+
+    def read(self) -> Iterator[Entry]:
+        """The events available now (up to ``end``), each applied before it is yielded; calling it again
+        continues with events appended since."""
+        for entry in self.pull():
+            self.apply(entry)
+            yield entry
+
+    def close(self) -> None:
+        """Release the part's reader."""
+        self.reader.close()
+
+
+def part_ends(log: Log, header: StreamHeader, parts: Iterable[int]) -> dict[int, int]:
+    """Where each part ends now (its ``next_seq``): cursors ending there see one consistent view of a log
+    that is still being written."""
+    return {p: log.part_stats(header.stream, p).next_seq for p in parts}
+
+
+def open_cursors(
+    log: Log,
+    header: StreamHeader,
+    parts: Iterable[int],
+    *,
+    starts: dict[int, int] | None = None,
+    ends: dict[int, int] | None = None,
+    progress_only: bool = False,
+) -> list[PartCursor]:
+    """A cursor per part, from ``starts[p]`` (default: the first event) to ``ends[p]`` (default: no end)."""
+    return [
+        PartCursor(log, header, p, start=(starts or {}).get(p), end=(ends or {}).get(p), progress_only=progress_only)
+        for p in parts
+    ]
+
+
+def merged(cursors: list[PartCursor]) -> Iterator[tuple[PartCursor, Entry]]:
+    """One pass over the events available now in every cursor, lowest pending time first (ties: lower part
+    first); each part's own order is kept, and a cursor's frontier includes exactly the events yielded."""
+    minimum = cursors[0].header.time_type.minimum if cursors else 0
+    its = [c.pull() for c in cursors]
+    heap: list[tuple[Time, int, int, Entry]] = []
+
+    def push(i: int) -> None:
+        entry = next(its[i], None)
+        if entry is not None:
+            heapq.heappush(heap, (order_key(entry.event, minimum), cursors[i].part, i, entry))
+
+    for i in range(len(cursors)):
+        push(i)
+    while heap:
+        _, _, i, entry = heapq.heappop(heap)
+        cursors[i].apply(entry)
+        yield cursors[i], entry
+        push(i)
+
+
+def total_events(log: Log, header: StreamHeader, parts: Iterable[int]) -> int:
+    """How many events the parts hold now (for progress bars)."""
+    return sum(log.part_stats(header.stream, p).events for p in parts)
+
+
+@dataclass
+class PartSummary:
+    """What one pass over a part found (``summarise_part``)."""
+
+    part: int
+    stats: PartStats
+    """Sequence range and size as the log reports them."""
+    frontier: Antichain
+    """The part's frontier after its last event."""
+    events: int = 0
+    """Events read (with ``progress_only``, Messages events skipped count too)."""
+    last_seq: int = 0
+    """The last sequence id read (``first_seq - 1`` when none)."""
+    messages: int = 0
+    """Messages events read (0 with ``progress_only``)."""
+    records: int = 0
+    """Records in them."""
+    times: set = field(default_factory=set)
+    """The distinct times of the Messages events."""
+    tail_problem: str | None = None
+    """A torn tail the reader stopped at, if any."""
+
+
+def summarise_part(
+    log: Log,
+    header: StreamHeader,
+    part: int,
+    *,
+    progress_only: bool = False,
+    advance: Callable[[int], None] | None = None,
+) -> PartSummary:
+    """Read one part to its current end (Messages too, unless ``progress_only``) and summarise it;
+    ``advance(n)`` is told how many events were passed (a progress bar)."""
+    stats = log.part_stats(header.stream, part)
+    cursor = PartCursor(log, header, part, end=stats.next_seq, progress_only=progress_only)
+    summary = PartSummary(part, stats, cursor.frontier, last_seq=cursor.start - 1)
+    passed = cursor.next_seq
+    try:
+        for entry in cursor.read():
+            ev = entry.event
+            if isinstance(ev, Messages):
+                summary.messages += 1
+                summary.records += ev.records.num_rows
+                summary.times.add(ev.time)
+            if advance is not None:
+                advance(cursor.next_seq - passed)
+                passed = cursor.next_seq
+        if advance is not None:
+            advance(cursor.next_seq - passed)
+        summary.last_seq = cursor.next_seq - 1
+        summary.events = cursor.next_seq - cursor.start
+        summary.frontier = cursor.frontier
+        summary.tail_problem = cursor.check_tail()
+    finally:
+        cursor.close()
+    return summary
+
+
+def merged_frontier(frontiers: Iterable[Antichain]) -> Antichain:
+    """The frontier of a set of parts: the minimal elements of their frontiers together."""
+    return Antichain(t for f in frontiers for t in f)

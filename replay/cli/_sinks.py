@@ -1,0 +1,193 @@
+"""Plain files that ``replay export`` writes for other tools: Parquet, Arrow IPC files, Avro container files
+and JSON lines. Each row is a record plus ``_time`` (int64, or list<int64> for product times), ``_part``
+(int32) and ``_seq`` (int64, the event's sequence id in its part).
+
+A sink writes to a temporary file beside ``path`` and renames it into place on ``close``, so a failed or
+interrupted export leaves no partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from eventlog.errors import SchemaMismatchError
+from eventlog.header import StreamHeader
+from eventlog.time import Time
+
+from ._values import RecordConverter
+
+EXPORT_FORMATS = ("parquet", "arrow", "avro", "jsonl")
+"""What ``export --to`` writes; ``arrow`` is the Arrow IPC file format (Feather v2)."""
+
+SUFFIX_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".feather": "arrow",
+                  ".ipc": "arrow", ".avro": "avro", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+"""The format a file suffix implies when ``--to`` is not given."""
+
+META = ("_time", "_part", "_seq")
+"""The columns export adds to every record."""
+
+_BUFFER_ROWS = 64 * 1024
+
+
+def _time_type(header: StreamHeader) -> pa.DataType:
+    return pa.int64() if header.time_type.arity == 0 else pa.list_(pa.int64())
+
+
+def export_schema(header: StreamHeader) -> pa.Schema:
+    """The schema of exported rows: ``_time``, ``_part``, ``_seq``, then the stream's record fields."""
+    clash = [n for n in header.schema.names if n in META]
+    if clash:
+        raise SchemaMismatchError(f"records have field(s) {clash}, which export adds itself", stream=header.stream)
+    meta = [pa.field("_time", _time_type(header), False), pa.field("_part", pa.int32(), False),
+            pa.field("_seq", pa.int64(), False)]
+    return pa.schema(meta + list(header.schema), metadata=header.schema.metadata)
+
+
+class Sink(Protocol):
+    """Where exported rows go."""
+
+    rows: int
+
+    def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None: ...
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
+
+
+class _FileSink:
+    """Temporary file, renamed into place on close."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+        self.rows = 0
+
+    def _finish(self) -> None:
+        """Write what is buffered and close the temporary file."""
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        """Close the temporary file without finishing it."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._finish()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        try:
+            self._discard()
+        finally:
+            if os.path.exists(self.tmp):
+                os.unlink(self.tmp)
+
+
+class _ArrowSink(_FileSink):
+    """Parquet or Arrow IPC file, written in row groups / batches of up to 64 Ki rows."""
+
+    def __init__(self, path: str, header: StreamHeader, fmt: str) -> None:
+        super().__init__(path)
+        self.schema = export_schema(header)
+        self._time_type = _time_type(header)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            self._writer: Any = pq.ParquetWriter(self.tmp, self.schema)
+        else:
+            self._writer = pa.ipc.new_file(self.tmp, self.schema)
+
+    def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
+        n = records.num_rows
+        value = list(time) if isinstance(time, tuple) else time
+        meta = [pa.array([value] * n, self._time_type), pa.array([part] * n, pa.int32()),
+                pa.array([seq] * n, pa.int64())]
+        self._pending.append(pa.RecordBatch.from_arrays(meta + list(records.columns), schema=self.schema))
+        self._pending_rows += n
+        self.rows += n
+        if self._pending_rows >= _BUFFER_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.Table.from_batches(self._pending, schema=self.schema))
+            self._pending.clear()
+            self._pending_rows = 0
+
+    def _finish(self) -> None:
+        self._flush()
+        self._writer.close()
+
+    def _discard(self) -> None:
+        self._writer.close()
+
+
+class _AvroSink(_FileSink):
+    """An Avro object container file (deflate codec): the record schema the avro encoding derives from the
+    Arrow schema (temporal types as logical types), with ``_time``, ``_part`` and ``_seq`` first."""
+
+    def __init__(self, path: str, header: StreamHeader) -> None:
+        import fastavro
+
+        from eventlog.encoding.avro_types import avro_record_schema
+
+        super().__init__(path)
+        export_schema(header)  # refuses clashing field names
+        record, self._raw = avro_record_schema(header.schema, header.stream)
+        time = "long" if header.time_type.arity == 0 else {"type": "array", "items": "long"}
+        record["fields"] = [{"name": "_time", "type": time}, {"name": "_part", "type": "int"},
+                            {"name": "_seq", "type": "long"}] + record["fields"]
+        self._cast = not self._raw.equals(header.schema)
+        self._file = open(self.tmp, "wb")  # noqa: SIM115 - closed in _finish/_discard
+        self._writer = fastavro.write.Writer(self._file, fastavro.parse_schema(record), codec="deflate")
+
+    def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
+        batch = records.cast(self._raw) if self._cast else records
+        value = list(time) if isinstance(time, tuple) else time
+        for row in batch.to_pylist():
+            self._writer.write({"_time": value, "_part": part, "_seq": seq, **row})
+        self.rows += records.num_rows
+
+    def _finish(self) -> None:
+        self._writer.flush()
+        self._file.close()
+
+    def _discard(self) -> None:
+        self._file.close()
+
+
+class _JsonLinesSink(_FileSink):
+    """One JSON object per record, values written as ``replay cat`` writes them."""
+
+    def __init__(self, path: str, header: StreamHeader, binary: str) -> None:
+        super().__init__(path)
+        export_schema(header)
+        self._converter = RecordConverter(header.schema, binary)
+        self._file = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish/_discard
+
+    def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
+        meta = {"_time": list(time) if isinstance(time, tuple) else time, "_part": part, "_seq": seq}
+        for row in self._converter.rows(records):
+            self._file.write(json.dumps({**meta, **row}, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.rows += records.num_rows
+
+    def _finish(self) -> None:
+        self._file.close()
+
+    def _discard(self) -> None:
+        self._file.close()
+
+
+def open_sink(fmt: str, path: str, header: StreamHeader, binary: str = "base64") -> Sink:
+    """A sink writing ``fmt`` (one of ``EXPORT_FORMATS``) to ``path``; ``binary`` applies to jsonl."""
+    if fmt in ("parquet", "arrow"):
+        return _ArrowSink(path, header, fmt)
+    if fmt == "avro":
+        return _AvroSink(path, header)
+    if fmt == "jsonl":
+        return _JsonLinesSink(path, header, binary)
+    raise ValueError(f"unknown export format {fmt!r}: expected one of {EXPORT_FORMATS}")

@@ -1,0 +1,199 @@
+"""``replay cat`` and ``replay tail``: print a stream's events, one row per record (Messages) or per Progress
+event, as a table for people or JSON lines / JSON / CSV for programs; ``tail -f`` follows a live log."""
+
+from __future__ import annotations
+
+import time as _time
+from typing import Any, Callable, Iterable
+
+import click
+
+from eventlog.events import Entry, Messages
+from eventlog.header import StreamHeader
+from eventlog.time import Time, less_equal
+
+from ._common import (
+    OFFSET,
+    TIME,
+    as_time,
+    check_part,
+    frontier_json,
+    open_uri,
+    start_seq,
+    stream_header,
+    time_json,
+    warn,
+)
+from ._output import FORMATS, RowWriter, default_format, row_writer
+from ._scan import PartCursor, merged, open_cursors
+from ._values import BINARY_ENCODINGS, RecordConverter
+
+KINDS = ("messages", "progress", "all")
+"""Which events ``cat``/``tail`` show."""
+
+_META = ("part", "seq", "kind", "time")
+
+
+def _columns(header: StreamHeader, kind: str) -> list[tuple[str, str]]:
+    """``(key, label)`` of the table and CSV columns: the event's place, then progress or record fields."""
+    cols = [(k, k) for k in _META]
+    if kind != "messages":
+        cols += [("updates", "updates"), ("frontier", "frontier")]
+    if kind != "progress":
+        taken = {label for _, label in cols}
+        cols += [(f"record.{n}", n if n not in taken else f"record.{n}") for n in header.schema.names]
+    return cols
+
+
+class _Printer:
+    """Turns entries into rows, applying the kind and time filters and the event limit."""
+
+    def __init__(self, header: StreamHeader, writer: RowWriter, kind: str, since: Time | None,
+                 until: Time | None, limit: int | None, binary: str) -> None:
+        self.writer = writer
+        self.kind = kind
+        self.since, self.until = since, until
+        self.limit = limit
+        self.shown = 0
+        self._records = RecordConverter(header.schema, binary)
+
+    def _in_range(self, t: Time) -> bool:
+        if self.since is not None and not less_equal(self.since, t):
+            return False
+        return self.until is None or not less_equal(self.until, t)
+
+    @property
+    def full(self) -> bool:
+        """True once ``limit`` events were shown."""
+        return self.limit is not None and self.shown >= self.limit
+
+    def show(self, cursor: PartCursor, entry: Entry) -> None:
+        """Print ``entry`` of ``cursor``'s part if it passes the filters (the cursor's frontier already
+        includes it)."""
+        ev = entry.event
+        if isinstance(ev, Messages):
+            if self.kind == "progress" or not self._in_range(ev.time):
+                return
+            place = {"part": cursor.part, "seq": entry.seq, "kind": "messages", "time": time_json(ev.time)}
+            for record in self._records.rows(ev.records):
+                self.writer.write({**place, "record": record})
+        else:
+            if self.kind == "messages":
+                return
+            if (self.since is not None or self.until is not None) and not any(self._in_range(t) for t, _ in ev.updates):
+                return
+            self.writer.write({
+                "part": cursor.part, "seq": entry.seq, "kind": "progress",
+                "updates": [[time_json(t), d] for t, d in ev.updates], "frontier": frontier_json(cursor.frontier),
+            })
+        self.shown += 1
+
+
+def _done(cursors: list[PartCursor], until: Time | None) -> bool:
+    """Nothing more can arrive: every part finished, or every time before ``until`` complete."""
+    return all(c.finished or (until is not None and all(less_equal(until, e) for e in c.frontier)) for c in cursors)
+
+
+def _read(cursors: list[PartCursor], printer: _Printer) -> None:
+    for cursor, entry in merged(cursors):
+        if printer.full:
+            return
+        printer.show(cursor, entry)
+
+
+def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since: Any, until: Any,
+         limit: int | None, kind: str, fmt: str | None, binary: str, follow: bool, interval: float) -> None:
+    log = open_uri(uri)
+    header = stream_header(log, stream)
+    check_part(header, part)
+    since_t, until_t = as_time(since, header, "--since"), as_time(until, header, "--until")
+    parts = [part] if part is not None else list(range(header.peers))
+    starts = {}
+    for p in parts:
+        st = log.part_stats(stream, p)
+        starts[p] = start_seq(offset, st.first_seq, st.next_seq)
+    cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress")
+    writer = row_writer(fmt or default_format(), _columns(header, kind))
+    printer = _Printer(header, writer, kind, since_t, until_t, limit, binary)
+    try:
+        _read(cursors, printer)
+        writer.flush()
+        while follow and not printer.full and not _done(cursors, until_t):
+            _time.sleep(interval)
+            _read(cursors, printer)
+            writer.flush()
+        torn = {} if follow or printer.full else {c.part: p for c in cursors if (p := c.check_tail())}
+    finally:
+        writer.close()
+        for c in cursors:
+            c.close()
+    for p, problem in torn.items():
+        warn(f"part {p} ends in a torn tail: {problem}")
+
+
+def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The arguments and options ``cat`` and ``tail`` share."""
+    options: Iterable[Callable[..., Any]] = (
+            click.argument("uri"),
+            click.argument("stream"),
+            click.option("--part", "-p", type=int, help="Only this part (default: every part, merged lowest "
+                         "time first)."),
+            click.option("--since", type=TIME, help="Only times t with SINCE <= t (product times: 1,2)."),
+            click.option("--until", type=TIME, help="Only times t that are not >= UNTIL."),
+            click.option("--kind", "-k", type=click.Choice(KINDS), default="all", show_default=True,
+                         help="Which events to show."),
+            click.option("--format", "fmt", type=click.Choice(FORMATS),
+                         help="Output format (default: table on a terminal, jsonl when piped)."),
+            click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64",
+                         show_default=True, help="How binary values are written."),
+        )
+    for opt in reversed(list(options)):
+        f = opt(f)
+    return f
+
+
+@click.command("cat", short_help="Print events and records.")
+@_common_options
+@click.option("--offset", "-o", type=OFFSET, default="beginning", show_default=True,
+              help="Where each part starts: beginning, end, a sequence id N, or -N (its last N events).")
+@click.option("-n", "--count", "limit", type=click.IntRange(min=0), help="Stop after N events.")
+def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
+        offset: tuple[str, int], limit: int | None) -> None:
+    """Print the events of STREAM: one row per record of a Messages event (part, seq, kind, time, record)
+    and one per Progress event (part, seq, kind, updates, and the part's frontier after it).
+
+    Parts are merged lowest time first, each in its own order. A table on a terminal, JSON lines when
+    piped. In JSON, times are ints or arrays (product times), timestamps ISO-8601 strings, binary base64
+    (--bytes hex), decimals strings, NaN/Infinity strings.
+
+    \b
+    Examples:
+      replay cat /tmp/cap numbers -n 20
+      replay cat /tmp/cap numbers --part 2 --offset -5 --kind progress
+      replay cat /tmp/cap numbers --since 3 --until 5 | jq -c '.record'
+      replay cat /tmp/cap grid --since 1,0 --format csv > grid.csv
+    """
+    _run(uri, stream, part, offset, since, until, limit, kind, fmt, binary, follow=False, interval=0)
+
+
+@click.command("tail", short_help="Print the last events; -f follows a live log.")
+@_common_options
+@click.option("--follow", "-f", is_flag=True,
+              help="Keep printing events as they are appended, until every part is finished (or Ctrl-C).")
+@click.option("-n", "--lines", "last", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Start with the last N events of each part.")
+@click.option("--interval", type=click.FloatRange(min=0.001), default=0.2, show_default=True,
+              help="Seconds between polls when following.")
+def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
+         follow: bool, last: int, interval: float) -> None:
+    """Print the last events of each part of STREAM (like cat --offset -N); with -f, keep following the
+    log as it grows. Following ends with exit code 0 once every part is finished (or every time before
+    --until is complete), and with 130 on Ctrl-C.
+
+    \b
+    Examples:
+      replay tail /tmp/cap numbers -n 3
+      replay tail -f /tmp/cap numbers --kind messages | jq -c '[.time, .record]'
+    """
+    offset = ("last", last) if last else ("end", 0)
+    _run(uri, stream, part, offset, since, until, None, kind, fmt, binary, follow=follow, interval=interval)

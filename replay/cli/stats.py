@@ -1,0 +1,166 @@
+"""``replay stats``: records and bytes per time and part, and how far each part lags behind the others."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from eventlog.antichain import Antichain
+from eventlog.events import Messages
+from eventlog.time import Time
+
+from ._common import (
+    frontier_json,
+    frontier_text,
+    human_bytes,
+    open_uri,
+    print_json,
+    progress,
+    print_rich,
+    stream_header,
+    time_json,
+    time_text,
+    warn,
+)
+from ._scan import PartCursor, merged_frontier, total_events
+
+_WIDE = 8
+"""Up to this many parts, the per-time table has a column per part; beyond, min/max per part."""
+
+
+@dataclass
+class _PartTally:
+    part: int
+    last_seq: int = 0
+    events: int = 0
+    records: int = 0
+    bytes: int = 0
+    stored_bytes: int | None = 0
+    frontier: Antichain = field(default_factory=Antichain)
+    tail_problem: str | None = None
+    per_time: dict = field(default_factory=lambda: collections.defaultdict(lambda: [0, 0]))
+
+
+def _tally(cursor: PartCursor, stored_bytes: int | None, advance: Any) -> _PartTally:
+    tally = _PartTally(cursor.part, last_seq=cursor.first_seq - 1, stored_bytes=stored_bytes)
+    for entry in cursor.read():
+        tally.events += 1
+        if isinstance(entry.event, Messages):
+            n, b = entry.event.records.num_rows, entry.event.records.nbytes
+            cell = tally.per_time[entry.event.time]
+            cell[0] += n
+            cell[1] += b
+            tally.records += n
+            tally.bytes += b
+        advance(1)
+    tally.last_seq = cursor.last_seq
+    tally.frontier = cursor.frontier
+    tally.tail_problem = cursor.check_tail()
+    return tally
+
+
+def _lags(tallies: list[_PartTally], times: list[Time]) -> tuple[dict[int, int], dict[int, int]]:
+    """Per part: sequence ids behind the longest part, and captured times that the most advanced part has
+    completed but this part still holds open."""
+    longest = max(t.last_seq for t in tallies)
+    completed = {t.part: sum(1 for x in times if not t.frontier.less_equal(x)) for t in tallies}
+    best = max(completed.values())
+    return ({t.part: longest - t.last_seq for t in tallies}, {p: best - c for p, c in completed.items()})
+
+
+@click.command("stats", short_help="Records and bytes per time and part; part lag.")
+@click.argument("uri")
+@click.argument("stream")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+def stats(uri: str, stream: str, as_json: bool) -> None:
+    """Per time: records and bytes (Arrow in-memory size of the records) of each part. Per part: events,
+    records, bytes, frontier, and its lag: "seq behind" = events fewer than the longest part,
+    "times behind" = captured times the most advanced part has completed but this part still holds.
+    The stream's frontier is held back by the parts with the most times behind.
+
+    \b
+    Example:
+      replay stats /tmp/cap numbers
+      replay stats /tmp/cap numbers --json | jq '.parts[] | select(.times_behind > 0)'
+    """
+    log = open_uri(uri)
+    header = stream_header(log, stream)
+    tallies = []
+    with progress("reading parts", total_events(log, header, range(header.peers))) as advance:
+        for p in range(header.peers):
+            st = log.part_stats(stream, p)
+            cursor = PartCursor(log, header, p, end=st.next_seq)
+            try:
+                tallies.append(_tally(cursor, st.bytes, advance))
+            finally:
+                cursor.close()
+    times = sorted(set().union(*(t.per_time for t in tallies)))
+    seq_behind, times_behind = _lags(tallies, times)
+    frontier = merged_frontier(t.frontier for t in tallies)
+    doc = {
+        "stream": stream,
+        "frontier": frontier_json(frontier),
+        "times": [
+            {
+                "time": time_json(x),
+                "records": sum(t.per_time[x][0] for t in tallies if x in t.per_time),
+                "bytes": sum(t.per_time[x][1] for t in tallies if x in t.per_time),
+                "parts": [{"part": t.part, "records": t.per_time[x][0], "bytes": t.per_time[x][1]}
+                          for t in tallies if x in t.per_time],
+            }
+            for x in times
+        ],
+        "parts": [
+            {
+                "part": t.part, "events": t.events, "last_seq": t.last_seq, "records": t.records, "bytes": t.bytes,
+                "stored_bytes": t.stored_bytes, "frontier": frontier_json(t.frontier),
+                "finished": t.frontier.is_empty(), "seq_behind": seq_behind[t.part],
+                "times_behind": times_behind[t.part],
+            }
+            for t in tallies
+        ],
+    }
+    if as_json:
+        print_json(doc)
+    else:
+        _print_tables(doc, tallies, times, frontier)
+    for t in tallies:
+        if t.tail_problem:
+            warn(f"part {t.part} ends in a torn tail: {t.tail_problem}")
+
+
+def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Time], frontier: Antichain) -> None:
+    wide = len(tallies) <= _WIDE
+    by_time = Table(title=f"stream {doc['stream']}: records (bytes) per time", title_justify="left")
+    by_time.add_column("time")
+    by_time.add_column("records", justify="right")
+    by_time.add_column("bytes", justify="right")
+    if wide:
+        for t in tallies:
+            by_time.add_column(f"part {t.part}", justify="right")
+    else:
+        for c in ("parts", "min/part", "max/part"):
+            by_time.add_column(c, justify="right")
+    for x, row in zip(times, doc["times"]):
+        cells = [time_text(x), str(row["records"]), human_bytes(row["bytes"])]
+        if wide:
+            cells += [f"{t.per_time[x][0]} ({human_bytes(t.per_time[x][1])})" if x in t.per_time else "-"
+                      for t in tallies]
+        else:
+            counts = [t.per_time[x][0] if x in t.per_time else 0 for t in tallies]
+            cells += [str(sum(1 for c in counts if c)), str(min(counts)), str(max(counts))]
+        by_time.add_row(*cells)
+    parts = Table(title=f"parts (stream frontier {frontier_text(frontier)})", title_justify="left")
+    for c in ("part", "events", "records", "bytes", "stored", "frontier", "seq behind", "times behind"):
+        parts.add_column(c, justify="left" if c == "frontier" else "right")
+    worst = max((p["times_behind"] for p in doc["parts"]), default=0)
+    for t, p in zip(tallies, doc["parts"]):
+        behind = Text(str(p["times_behind"]), style="bold red" if worst and p["times_behind"] == worst else "")
+        parts.add_row(str(t.part), str(t.events), str(t.records), human_bytes(t.bytes), human_bytes(t.stored_bytes),
+                      Text(frontier_text(t.frontier)), str(p["seq_behind"]), behind)
+    print_rich(by_time, parts)
