@@ -85,6 +85,16 @@ def _read_long(buf: memoryview, pos: int) -> tuple[int, int]:
             return (n >> 1) ^ -(n & 1), pos
 
 
+def _cast_columns(batch: pa.RecordBatch, schema: pa.Schema, columns: list[int]) -> pa.RecordBatch:
+    """``batch`` with ``schema``, casting only ``columns`` (whole-batch casts trip over some nested types)."""
+    if not columns:
+        return batch
+    arrays = list(batch.columns)
+    for i in columns:
+        arrays[i] = arrays[i].cast(schema.field(i).type)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 class _AvroSegmentEncoder:
     def __init__(self, codec: "AvroCodec", sync_marker: bytes | None = None) -> None:
         self._codec = codec
@@ -99,7 +109,7 @@ class _AvroSegmentEncoder:
     def encode(self, seq: int, event: Event) -> bytes:
         codec = self._codec
         if isinstance(event, Messages):
-            batch = event.records.cast(codec.raw_schema) if codec.needs_cast else event.records
+            batch = _cast_columns(event.records, codec.raw_schema, codec.cast_columns)
             t = list(event.time) if isinstance(event.time, tuple) else event.time
             rec = {"seq": seq, "kind": "MESSAGES", "time": t, "updates": [], "records": batch.to_pylist()}
         elif isinstance(event, Progress):
@@ -146,8 +156,7 @@ class _AvroSegmentDecoder:
                 if not rows:
                     raise ValueError("messages event without records")
                 batch = pa.RecordBatch.from_pylist(rows, schema=codec.raw_schema)
-                if codec.needs_cast:
-                    batch = batch.cast(codec.header.schema)
+                batch = _cast_columns(batch, codec.header.schema, codec.cast_columns)
                 t = rec["time"]
                 return seq, Messages(check(tuple(t) if isinstance(t, list) else t), batch)
             updates = tuple(
@@ -171,7 +180,8 @@ class AvroCodec:
         self.schema_json, self.raw_schema = event_schema(header)
         self.parsed = fastavro.parse_schema(self.schema_json)
         self.raw_parsed = fastavro.parse_schema(strip_logical(self.schema_json))
-        self.needs_cast = not self.raw_schema.equals(header.schema)
+        self.cast_columns = [i for i, (a, b) in enumerate(zip(self.raw_schema, header.schema)) if not a.type.equals(b.type)]
+        """Columns whose Arrow type differs from the integer storage type Avro holds."""
 
     def new_segment(self) -> _AvroSegmentEncoder:
         return _AvroSegmentEncoder(self)
