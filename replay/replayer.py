@@ -94,7 +94,7 @@ class Replayer:
         follow: bool = False,
         poll_interval: float = 0.05,
         timeout: float | None = None,
-        read_ahead: int = 64,
+        read_ahead: int = 2,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
