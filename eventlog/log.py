@@ -18,8 +18,10 @@ from .events import Entry, Event
 from .header import StreamHeader
 
 SYNC_MODES = ("fsync", "flush", "none")
-"""Durability of appends: ``fsync`` (default) makes ``sync()`` durable on disk, ``flush`` hands the bytes to
-the operating system, ``none`` leaves them buffered until a segment is rotated or closed."""
+"""Durability of appends at ``sync()`` (``Capture.advance_to``/``close``): ``fsync`` (default) makes them
+durable on disk; ``flush`` hands them to the operating system (visible to other processes, lost only if the
+machine fails); ``none`` does nothing at ``sync()`` — bytes reach the OS when the writer's buffers fill, a
+segment rotates or the writer closes."""
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,7 @@ class _OpenSegment:
     index: AppendFile
     size: int
     count: int = 0
+    dirty: bool = False
 
 
 class FilePartWriter(PartWriter):
@@ -324,13 +325,15 @@ class FilePartWriter(PartWriter):
         seg.index.write(ix.pack_entry(ix.IndexEntry(seq, seg.size, len(body), ix.checksum(body), kind)))
         seg.size += len(body)
         seg.count += 1
+        seg.dirty = True
         self._next_seq = seq + 1
         return seq
 
     def sync(self) -> None:
         seg = self._seg
-        if seg is None or self._sync_mode == "none":
+        if seg is None or self._sync_mode == "none" or not seg.dirty:
             return
+        seg.dirty = False
         if self._sync_mode == "fsync":
             seg.data.fsync()  # data before index: an entry never becomes durable before its event
             seg.index.fsync()

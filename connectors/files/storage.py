@@ -98,6 +98,9 @@ class _LocalRead:
             os.close(self._fd)
             self._fd = -1
 
+    def __del__(self) -> None:  # a reader dropped without close() must not leak its descriptor
+        self.close()
+
 
 class LocalStorage:
     """The local disk through ``os``: real appends, fsync, truncate and ``flock`` writer locks."""

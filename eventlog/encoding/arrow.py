@@ -1,6 +1,7 @@
 """The Arrow encoding: a segment is an Arrow IPC stream, one record batch per event (zstd buffers).
 
-Messages events are batches of the stream schema; Progress events are empty batches. The event itself is
+Messages events are batches of the stream schema (zstd-compressed buffers); Progress events are empty
+batches (uncompressed: there is nothing to compress). The event itself is
 described in the batch's custom metadata: ``eventlog.seq``, ``eventlog.kind`` (``messages``/``progress``),
 ``eventlog.time`` (JSON time) or ``eventlog.updates`` (JSON ``[[time, delta], …]``). See FORMAT.md.
 """
@@ -41,32 +42,45 @@ class _Sink:
         return out
 
 
+class _BodyWriter:
+    """An IPC stream writer whose output is cut into one body per batch (the schema message dropped)."""
+
+    def __init__(self, schema: pa.Schema, prefix: bytes, options: ipc.IpcWriteOptions) -> None:
+        self._sink = _Sink()
+        self._writer = ipc.new_stream(self._sink, schema, options=options)
+        self._prefix = prefix
+        self._started = False
+
+    def body(self, batch: pa.RecordBatch, meta: dict) -> bytes:
+        self._writer.write_batch(batch, custom_metadata=meta)
+        body = self._sink.drain()
+        if not self._started:  # pyarrow writes the schema message lazily, before the first batch
+            if not body.startswith(self._prefix):
+                raise RuntimeError("pyarrow wrote an unexpected IPC schema message")
+            body = body[len(self._prefix) :]
+            self._started = True
+        return body
+
+
 class _ArrowSegmentEncoder:
     def __init__(self, codec: "ArrowCodec") -> None:
         self._codec = codec
         self.prefix = codec.prefix
         self.suffix = _EOS
-        self._sink = _Sink()
-        self._writer = ipc.new_stream(self._sink, codec.header.schema, options=codec.write_options)
-        self._started = False
+        schema = codec.header.schema
+        self._messages = _BodyWriter(schema, codec.prefix, codec.write_options)
+        # Progress events are empty batches: compressing them costs a trip through pyarrow's thread pool
+        # per event and saves nothing. IPC compression is per message, so the stream stays standard.
+        self._progress = _BodyWriter(schema, codec.prefix, ipc.IpcWriteOptions())
 
     def encode(self, seq: int, event: Event) -> bytes:
         if isinstance(event, Messages):
-            batch = event.records
             meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode()}
-        elif isinstance(event, Progress):
-            batch = self._codec.empty_batch
+            return self._messages.body(event.records, meta)
+        if isinstance(event, Progress):
             meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode()}
-        else:
-            raise TypeError(f"not an event: {event!r}")
-        self._writer.write_batch(batch, custom_metadata=meta)
-        body = self._sink.drain()
-        if not self._started:  # pyarrow writes the schema message lazily, before the first batch
-            if not body.startswith(self.prefix):
-                raise RuntimeError("pyarrow wrote an unexpected IPC schema message")
-            body = body[len(self.prefix) :]
-            self._started = True
-        return body
+            return self._progress.body(self._codec.empty_batch, meta)
+        raise TypeError(f"not an event: {event!r}")
 
 
 class _ArrowSegmentDecoder:
