@@ -79,6 +79,7 @@ class _LocalAppend:
 class _LocalRead:
     def __init__(self, path: str) -> None:
         self._path = path
+        self._fd = -1  # so __del__ is safe when open() fails
         self._fd = os.open(path, os.O_RDONLY)
 
     def size(self) -> int:
