@@ -1,5 +1,11 @@
-"""The main job on embedded defaults: four Python workers count words per epoch and capture their output
-stream into a file log; then the log is read back and each epoch is shown once every part has passed it.
+"""The main job: a Spark word count over generated click events, with a capture tap after the aggregation.
+
+1. Spark (local, 2 cores) counts words per epoch over generated events; a tap after the ``groupBy``
+   captures its output stream into ``./demo-log`` (one part per Spark partition, time = epoch) while the
+   job goes on to pick each epoch's top word.
+2. The log is replayed through the ``eventlog`` data source with another number of partitions (3 replay
+   workers, records repartitioned by word), and each epoch is summarised once it is complete.
+3. The job's and the replay's answers are compared.
 
     make demo                      # = .venv/bin/python examples/demo.py --log ./demo-log
 """
@@ -7,88 +13,101 @@ stream into a file log; then the log is read back and each epoch is shown once e
 from __future__ import annotations
 
 import argparse
-import collections
-import random
-import shutil
-import threading
+import os
+import sys
+import time
 from pathlib import Path
 
-import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
-from capture import Capture
-from eventlog import Messages, MutableAntichain, open_log
+ROOT = str(Path(__file__).resolve().parent.parent)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 STREAM = "word_counts"
-SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
 WORDS = "spark kafka arrow avro timely frontier replay capture stream epoch".split()
 
 
-def worker(log_uri: str, index: int, peers: int, epochs: int, seed: int) -> None:
-    """One worker: for each epoch, count the words of its shard and send them at time = epoch."""
-    rng = random.Random(seed * 1000 + index)
-    with Capture(open_log(log_uri), STREAM, worker=index, peers=peers, schema=SCHEMA) as cap:
-        for epoch in range(epochs):
-            counts = collections.Counter(rng.choice(WORDS) for _ in range(rng.randint(50, 200)))
-            cap.send(epoch, [{"word": w, "count": c} for w, c in sorted(counts.items())])
-            cap.advance_to(epoch + 1)  # epoch is complete for this worker; durable when this returns
+def start_spark(partitions: int):
+    """A local SparkSession whose Python workers use this interpreter and see this project."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    from pyspark.sql import SparkSession
 
+    spark = (SparkSession.builder.master("local[2]").appName("eventlog-demo")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", str(partitions))
+             .config("spark.sql.adaptive.coalescePartitions.enabled", "false")  # keep 4 partitions: 4 parts
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    from connectors.spark import register
 
-def read_back(log_uri: str, console: Console) -> None:
-    """Read every part, track the merged frontier, and summarise each epoch once it is complete."""
-    log = open_log(log_uri)
-    header = log.header(STREAM)
-    frontier = MutableAntichain([(header.time_type.minimum, header.peers)])  # every part starts at time 0
-    pending: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-    rows_per_part: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-    table = Table(title=f"{STREAM}: {header.peers} parts, {header.encoding} encoding")
-    for col in ("epoch", "records", "per part", "top word", "distinct words"):
-        table.add_column(col)
-    events = 0
-    for part in range(header.peers):
-        for entry in log.reader(STREAM, part):
-            events += 1
-            if isinstance(entry.event, Messages):
-                t = entry.event.time
-                for r in entry.event.records.to_pylist():
-                    pending[t][r["word"]] += r["count"]
-                rows_per_part[t][part] += entry.event.records.num_rows
-            else:
-                frontier.update_iter(entry.event.updates)
-    for t in sorted(pending):
-        if frontier.less_equal(t):
-            continue  # not complete: some part may still send at t
-        word, n = pending[t].most_common(1)[0]
-        per_part = " ".join(str(rows_per_part[t][p]) for p in range(header.peers))
-        table.add_row(str(t), str(sum(rows_per_part[t].values())), per_part, f"{word} ({n})", str(len(pending[t])))
-    console.print(table)
-    console.print(f"{events} events read; merged frontier: {list(frontier.frontier) or 'empty (all parts finished)'}")
+    register(spark)
+    return spark
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log", default="./demo-log", help="log directory (default ./demo-log)")
-    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--events", type=int, default=200_000, help="generated click events")
     p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--partitions", type=int, default=4, help="Spark partitions of the aggregation = parts")
+    p.add_argument("--workers", type=int, default=3, help="replay workers = partitions of the replayed DataFrame")
     args = p.parse_args()
-    console = Console(stderr=False)
-    shutil.rmtree(Path(args.log) / STREAM, ignore_errors=True)  # the demo starts its stream afresh
-    threads = [
-        threading.Thread(target=worker, args=(args.log, i, args.workers, args.epochs, args.seed))
-        for i in range(args.workers)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    console.print(f"captured {args.workers} workers x {args.epochs} epochs into {args.log}/{STREAM}")
-    read_back(args.log, console)
-    console.print(
-        f"segments are plain Arrow IPC streams: {args.log}/{STREAM}/part-*/<first seq>.arrows "
-        "(pyarrow.ipc.open_stream opens them); the format is specified in schemas/FORMAT.md"
+    console = Console()
+    log_dir = os.path.abspath(args.log)
+
+    from pyspark.sql import functions as F
+
+    from capture import tap
+
+    started = time.monotonic()
+    spark = start_spark(args.partitions)
+    words = F.array(*[F.lit(w) for w in WORDS])
+    events = spark.range(args.events).select(
+        (F.col("id") % args.epochs).alias("epoch"),
+        F.element_at(words, (F.abs(F.hash("id")) % len(WORDS) + 1).cast("int")).alias("word"),
+        (F.abs(F.hash("id", F.lit(7))) % 1500 + 40).alias("bytes"),
     )
+    counts = events.groupBy("epoch", "word").agg(F.count("*").alias("clicks"), F.sum("bytes").alias("bytes"))
+    # the tap: same rows and schema; each partition of the aggregation becomes a part of the stream
+    counts = tap(counts, log_dir, STREAM, time="epoch", replace=True)
+    top_word = F.max_by("word", F.struct("clicks", "word")).alias("top")  # ties broken by word: deterministic
+    top = counts.groupBy("epoch").agg(top_word, F.sum("clicks").alias("clicks")).orderBy("epoch").collect()
+    job = {r["epoch"]: (r["top"], r["clicks"]) for r in top}
+    console.print(f"[bold]job[/bold]: counted {args.events:,} events over {args.epochs} epochs with "
+                  f"{args.partitions} partitions; the tap captured them into {log_dir}/{STREAM}")
+
+    replayed = (spark.read.format("eventlog").option("workers", args.workers)
+                .option("mode", "repartition").option("key", "word").load(f"{log_dir}/{STREAM}"))
+    per_time = (replayed.groupBy("_time").agg(
+        F.count("*").alias("records"),
+        F.countDistinct("_part").alias("parts"),
+        F.sum("clicks").alias("clicks"),
+        F.max_by("word", F.struct("clicks", "word")).alias("top"),
+        F.max("_seq").alias("last_seq"),
+    ).orderBy("_time").collect())
+    table = Table(title=f"{STREAM} replayed by {replayed.rdd.getNumPartitions()} workers (repartitioned by word)")
+    for col in ("time (epoch)", "records", "from parts", "clicks", "top word", "same as job"):
+        table.add_column(col)
+    same = True
+    for r in per_time:
+        ok = job.get(r["_time"]) == (r["top"], r["clicks"])
+        same &= ok
+        table.add_row(str(r["_time"]), str(r["records"]), str(r["parts"]), f"{r['clicks']:,}", r["top"],
+                      "yes" if ok else "[red]NO[/red]")
+    console.print(table)
+    spark.stop()
+    verdict = "[green]every epoch matches the job[/green]" if same and len(per_time) == len(job) else \
+        "[red]the replay differs from the job[/red]"
+    console.print(f"{verdict} ({time.monotonic() - started:.0f} s)")
+    console.print(f"look at the log:  replay ls {args.log}   |   replay cat {args.log} {STREAM} -n 5")
+    console.print(f"segments are plain Arrow IPC streams: {args.log}/{STREAM}/part-*/<first seq>.arrows; "
+                  "the format is specified in schemas/FORMAT.md")
+    if not same:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

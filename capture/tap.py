@@ -1,0 +1,170 @@
+"""Capture taps for Spark DataFrames: the rows pass through unchanged and are captured into a stream.
+
+``tap(df, log_uri, stream)`` returns a DataFrame with ``df``'s rows and schema; when a job computes it,
+each Spark partition is captured as one part of ``stream`` (peers = ``df``'s partition count): Messages
+per time (``time=``: a literal time or a column), then a Progress that finishes the part. The tap is a
+``mapInArrow`` stage: rows reach Python as Arrow batches and go back to Spark as the same batches.
+
+**Partition count.** The stream's header (and its ``peers``) is written when ``tap`` is called, so the
+partition count must be known then. When ``df`` has shuffles under adaptive query execution (AQE), which
+picks the count at run time, ``tap`` runs the stages below the last shuffle right away and builds the
+tapped DataFrame on their result: that work is not repeated when the job runs, and the count is exact.
+
+**Re-execution — each part is published once.** Every task attempt captures into its own staging folder
+and, having passed its *whole* partition through, publishes it atomically as part ``p``
+(``connectors.spark.staging``); an attempt that finds part ``p`` already published (a retried or
+speculative task, or the same tapped DataFrame evaluated by a second action) passes its rows through and
+keeps nothing. A task that fails, or whose output is not read to the end (``limit``, ``take``), discards its
+staging. So replay never sees duplicates or partial parts. What the log holds is the rows of the *first*
+complete evaluation of each partition: for deterministic jobs, exactly the rows of every evaluation.
+
+**Streaming DataFrames** are captured per micro-batch: ``df.writeStream.format("eventlog")`` as the sink,
+or, to keep your own sink, ``foreachBatch(tap_batches(log_uri, stream, then=your_function))``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import pyarrow as pa
+
+from eventlog.errors import EventLogError
+from eventlog.header import StreamHeader
+from eventlog.log import open_log
+
+if TYPE_CHECKING:  # Spark and the data source load when a tap is made, not when ``capture`` is imported
+    from pyspark.sql import DataFrame
+
+    from connectors.spark.times import TimeArg, TimeSpec
+    from connectors.spark.uri import StreamURI
+
+
+def tap(
+    df: "DataFrame",
+    log_uri: "str | os.PathLike[str]",
+    stream: str,
+    *,
+    time: "TimeArg | None" = None,
+    time_type: str | None = None,
+    encoding: str = "arrow",
+    replace: bool = False,
+) -> "DataFrame":
+    """``df`` with a capture tap: same rows, same schema; each partition becomes one part of ``stream`` in
+    the log at ``log_uri`` when a job runs. ``time``: an int, a product time or a column name (default 0);
+    ``time_type``: ``"product:K"`` for an ``array<bigint>`` time column. The stream must be new unless
+    ``replace=True`` (file logs: the old stream is deleted). See the module doc for retries and AQE."""
+    from connectors.spark.schema import canonical_arrow_schema
+    from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
+    from connectors.spark.times import TimeSpec
+    from connectors.spark.uri import parse_stream_uri
+
+    if df.isStreaming:
+        raise TypeError("tap() takes batch DataFrames; capture a streaming DataFrame with "
+                        "writeStream.format('eventlog') or foreachBatch(tap_batches(...))")
+    target = parse_stream_uri(os.fspath(log_uri), stream)
+    schema = canonical_arrow_schema(df.schema, stream=stream)
+    spec = TimeSpec.parse(time, schema, time_type)
+    log = open_log(target.log_uri)
+    if stream_exists(log, stream):
+        if not replace:
+            raise StreamExistsError(f"stream exists in {target.log_uri}; tap into a new stream name or pass "
+                                    "replace=True", stream=stream)
+        remove_stream(target)
+    base, peers = _pinned(df)
+    log.create_stream(StreamHeader(stream, max(peers, 1), schema, spec.time_type, encoding))
+    if peers == 0:  # no partition, no task: the stream is one empty, finished part
+        from capture.capture import Capture
+
+        Capture(log, stream, 0, 1).close()
+        return base
+    return base.mapInArrow(_TapPartition(target, uuid.uuid4().hex, peers, schema, spec, encoding), df.schema)
+
+
+def _pinned(df: "DataFrame") -> "tuple[DataFrame, int]":
+    """``df`` with a partition count that is fixed now, and that count."""
+    from pyspark.sql import DataFrame
+
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise TypeError("tap() needs a classic SparkSession (Spark Connect is not supported)")
+    qe = jdf.queryExecution()
+    rdd = qe.toRdd()  # for an adaptive plan this runs the stages below its last shuffle
+    if qe.executedPlan().getClass().getSimpleName() != "AdaptiveSparkPlanExec":
+        return df, rdd.getNumPartitions()
+    spark = df.sparkSession
+    pinned = spark._jsparkSession.internalCreateDataFrame(rdd, qe.analyzed().schema(), False)
+    return DataFrame(pinned, spark), rdd.getNumPartitions()
+
+
+class _TapPartition:
+    """The function ``mapInArrow`` runs on each partition: pass batches through, capture, publish once."""
+
+    def __init__(self, target: StreamURI, job: str, peers: int, schema: pa.Schema, time: TimeSpec,
+                 encoding: str) -> None:
+        self.target, self.job, self.peers, self.schema, self.time, self.encoding = (
+            target, job, peers, schema, time, encoding)
+
+    def _published(self, part: int) -> bool:
+        return open_log(self.target.log_uri).part_stats(self.target.stream, part).next_seq > 1
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        from connectors.spark.staging import PartStager, publish, remove_tree
+
+        ctx = TaskContext.get()
+        part, attempt = ctx.partitionId(), ctx.attemptNumber()
+        if part >= self.peers:
+            raise EventLogError(f"the tapped DataFrame has more partitions than the {self.peers} the tap was "
+                                "created with", stream=self.target.stream, part=part)
+        if self._published(part):  # an earlier evaluation captured this partition
+            yield from batches
+            return
+        stager = PartStager(self.target, self.job, part, attempt, self.schema, self.time, self.encoding)
+        try:
+            for batch in batches:
+                stager.add(batch)
+                yield batch
+            staged = stager.finish()
+        except BaseException:  # a failure, or GeneratorExit when Spark stops reading early
+            stager.discard()
+            raise
+        publish(staged.uri, self.target, part)  # False: another attempt published this partition first
+        remove_tree(staged.uri)
+
+
+def tap_batches(
+    log_uri: "str | os.PathLike[str]",
+    stream: str,
+    then: "Callable[[DataFrame, int], None] | None" = None,
+    *,
+    time: str | None = None,
+    peers: int | None = None,
+    encoding: str = "arrow",
+) -> "Callable[[DataFrame, int], None]":
+    """A ``foreachBatch`` function that appends each micro-batch to ``stream`` (time = batch id, or the
+    integer column ``time``), exactly once per batch id, then calls ``then(batch_df, batch_id)``.
+    ``batch_df`` is computed twice unless ``then`` is None or you persist it."""
+    from connectors.spark.uri import parse_stream_uri
+
+    target = parse_stream_uri(os.fspath(log_uri), stream)
+
+    def run(batch_df: "DataFrame", batch_id: int) -> None:
+        from connectors.spark import register
+
+        register(batch_df.sparkSession)
+        writer = batch_df.write.format("eventlog").option("batchId", batch_id).option("encoding", encoding)
+        if time is not None:
+            writer = writer.option("time", time)
+        if peers is not None:
+            writer = writer.option("peers", peers)
+        writer.mode("append").save(target.uri)
+        if then is not None:
+            then(batch_df, batch_id)
+
+    return run
+
+
+__all__ = ["tap", "tap_batches"]
