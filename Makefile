@@ -25,8 +25,16 @@ test: $(STAMP)
 	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
 	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT); exit $$rc
 
+# each benchmark prints ratios against a baseline measured in the same run; results go to BENCHMARKS.md
 bench: $(STAMP)
+	$(PY) tools/bench/bench_bundle.py
 	$(PY) tools/bench/bench_file_log.py
+	$(PY) tools/bench/bench_replay.py
+	$(PY) tools/kafka-broker start --port $(KAFKA_PORT)
+	$(PY) tools/bench/bench_kafka.py --bootstrap 127.0.0.1:$(KAFKA_PORT); \
+	$(PY) tools/bench/bench_runtime.py --kafka 127.0.0.1:$(KAFKA_PORT); \
+	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT)
+	$(PY) tools/bench/bench_spark.py
 
 clean:
 	rm -rf $(VENV) demo-log build *.egg-info

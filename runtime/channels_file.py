@@ -1,0 +1,179 @@
+"""Channel logs on files: one append-only file of concatenated bundles per channel segment.
+
+Layout::
+
+    <root>/<job>/g<generation:06d>/<channel>/<segment:08d>.bundles
+
+``<channel>`` is ``<from op>.<instance>-<to op>.<instance>``. A segment is a plain concatenation of
+bundles (``eventlog.bundle.iter_bundles`` reads one back whole); the writer ends a segment right after
+each BARRIER bundle and starts the next segment number, so the data of one checkpoint epoch lives in one
+file, and a reader that consumed a checkpoint's barrier deletes the segments up to it once the checkpoint
+is complete. A reader tails the current segment (bytes after the last whole bundle wait for the rest) and
+moves to the next one after reading its barrier. Channel files are not fsynced: they only need to outlive
+the tasks of their generation, not the machine (a restart makes a new generation).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from typing import Any, Sequence
+
+from eventlog import bundle
+
+from .channels import CHANNEL_READ_CHUNK, ChannelAppender, ChannelStore, ChannelTail, local_path
+from .errors import ChannelError
+
+_HEADER = struct.Struct("<IQQIII")
+
+
+def _segment_path(directory: str, segment: int) -> str:
+    return os.path.join(directory, f"{segment:08d}.bundles")
+
+
+class _FileAppender(ChannelAppender):
+    def __init__(self, directory: str, channel: str) -> None:
+        self._dir = directory
+        self._channel = channel
+        self._segment = 0
+        self._fd: int | None = None
+        os.makedirs(directory, exist_ok=True)
+
+    def append(self, data: Any, *, barrier: bool = False) -> None:
+        if self._fd is None:
+            self._fd = os.open(_segment_path(self._dir, self._segment), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        view = memoryview(data)
+        while view.nbytes:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        if barrier:
+            os.close(self._fd)
+            self._fd = None
+            self._segment += 1
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class _FileChannel:
+    __slots__ = ("position", "name", "dir", "segment", "fd", "leftover", "done_segments")
+
+    def __init__(self, position: int, name: str, directory: str) -> None:
+        self.position = position
+        self.name = name
+        self.dir = directory
+        self.segment = 0
+        self.fd: int | None = None
+        self.leftover = b""
+        self.done_segments: list[tuple[int, int]] = []  # (segment, checkpoint id of its closing barrier)
+
+
+class _FileTail(ChannelTail):
+    def __init__(self, channels: list[_FileChannel]) -> None:
+        self._channels = {c.position: c for c in channels}
+
+    def poll(self, wanted: Sequence[int]) -> list[tuple[int, bundle.Bundle]]:
+        out: list[tuple[int, bundle.Bundle]] = []
+        for pos in wanted:
+            self._read(self._channels[pos], out)
+        return out
+
+    def _read(self, ch: _FileChannel, out: list[tuple[int, bundle.Bundle]]) -> None:
+        while True:
+            if ch.fd is None:
+                try:
+                    ch.fd = os.open(_segment_path(ch.dir, ch.segment), os.O_RDONLY)
+                except FileNotFoundError:
+                    return
+            data = os.read(ch.fd, CHANNEL_READ_CHUNK)
+            if not data:
+                return
+            buf = ch.leftover + data if ch.leftover else data
+            pos, total = 0, len(buf)
+            view = memoryview(buf)
+            switched = False
+            while total - pos >= 32:
+                magic, _ts, _last, _count, btype, raw = _HEADER.unpack_from(buf, pos)
+                if magic != bundle.MAGIC:
+                    raise ChannelError(f"bad bundle magic 0x{magic:08x} in channel {ch.name!r}",
+                                       path=_segment_path(ch.dir, ch.segment), offset=pos)
+                end = pos + 32 + raw
+                if end > total:
+                    break
+                try:
+                    b = bundle.decode(view[pos:end])
+                except bundle.BundleError as e:
+                    raise ChannelError(f"bad bundle in channel {ch.name!r}: {e}",
+                                       path=_segment_path(ch.dir, ch.segment), offset=pos) from None
+                out.append((ch.position, b))
+                pos = end
+                if btype == bundle.BARRIER:
+                    if pos != total:
+                        raise ChannelError(f"bytes after a barrier in channel {ch.name!r}",
+                                           path=_segment_path(ch.dir, ch.segment), offset=pos)
+                    ckpt = int.from_bytes(b.payload(0)[:8], "little")
+                    ch.done_segments.append((ch.segment, ckpt))
+                    os.close(ch.fd)
+                    ch.fd = None
+                    ch.segment += 1
+                    switched = True
+                    break
+            ch.leftover = b"" if switched else bytes(view[pos:])
+            if not switched and len(data) < CHANNEL_READ_CHUNK:
+                return
+            if out and not switched:
+                return
+
+    def trim(self, position: int, checkpoint: int) -> None:
+        ch = self._channels[position]
+        keep = []
+        for segment, ckpt in ch.done_segments:
+            if ckpt <= checkpoint:
+                try:
+                    os.unlink(_segment_path(ch.dir, segment))
+                except FileNotFoundError:
+                    pass
+            else:
+                keep.append((segment, ckpt))
+        ch.done_segments = keep
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            if ch.fd is not None:
+                os.close(ch.fd)
+                ch.fd = None
+
+
+class FileChannelStore(ChannelStore):
+    """Channel logs under a local directory (see the module doc for the layout)."""
+
+    def __init__(self, uri: str, job: str) -> None:
+        self.uri = uri
+        self.job = job
+        self.root = os.path.join(os.path.abspath(local_path(uri)), job)
+
+    def _gen_dir(self, generation: int) -> str:
+        return os.path.join(self.root, f"g{generation:06d}")
+
+    def prepare(self, generation: int, channels: Sequence[str]) -> None:
+        for name in channels:
+            os.makedirs(os.path.join(self._gen_dir(generation), name), exist_ok=True)
+
+    def appender(self, generation: int, position: int, channel: str) -> ChannelAppender:
+        return _FileAppender(os.path.join(self._gen_dir(generation), channel), channel)
+
+    def tail(self, generation: int, channels: Sequence[tuple[int, str]]) -> ChannelTail:
+        return _FileTail([_FileChannel(p, n, os.path.join(self._gen_dir(generation), n)) for p, n in channels])
+
+    def drop_generations(self, below: int) -> None:
+        if not os.path.isdir(self.root):
+            return
+        for entry in os.listdir(self.root):
+            if entry.startswith("g") and entry[1:].isdigit() and int(entry[1:]) < below:
+                shutil.rmtree(os.path.join(self.root, entry), ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"FileChannelStore({self.root!r})"

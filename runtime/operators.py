@@ -1,0 +1,370 @@
+"""Operators: what runs inside an operator instance, between its input reader and its output writers.
+
+Records are Arrow record batches at a time (``(time, pa.RecordBatch)``); row functions (``map``,
+``flat_map``, ``filter``, ``reduce``…) see each record as a dict and return dicts, batch functions
+(``map_batches``) see the batch. Every operator gets the instance's input frontier (``on_frontier``) and
+may hold back its output frontier (``hold``) for times it will still emit at; the task's output frontier is
+the meet of the two. Stateful operators snapshot their state at checkpoint barriers as
+``{"keyed": {key group: …}, "parts": {part: …}, "instance": …}`` so that a restart with another
+parallelism can hand each key group (or part) to the instance that now owns it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from eventlog.antichain import Antichain
+from replay.keyhash import Key
+
+from .keygroups import key_groups_of_values
+
+RowFn = Callable[[dict[str, Any]], Any]
+
+
+@dataclass
+class OperatorContext:
+    """What an operator instance knows about its place in the job (given to ``Operator.open``)."""
+
+    job: str
+    """The job's name."""
+    node: str
+    """The operator's name in the job graph."""
+    index: int
+    """This instance's index, 0 … parallelism-1."""
+    parallelism: int
+    """The operator's parallelism in this run."""
+    key_groups: int
+    """The job's number of key groups."""
+    generation: int
+    """The run of the job graph (increases at every restart)."""
+    checkpoint_dir: str
+    """The job's checkpoint directory (sinks stage pre-committed output under it)."""
+    emit: Callable[[int, pa.RecordBatch], None] = field(repr=False, default=lambda t, b: None)
+    """Sends records downstream at a time (not behind the output frontier)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Runtime services (the fault plan, timing hooks)."""
+
+
+class Operator:
+    """Base of operator implementations (one object per instance, made from the node's spec)."""
+
+    def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
+        """Start the instance, with the state restored from a checkpoint (None on a fresh start)."""
+        self.ctx = ctx
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        """Handle records at ``time``."""
+
+    def on_frontier(self, frontier: Antichain) -> None:
+        """The input frontier moved (times not in advance of it are complete)."""
+
+    def hold(self) -> int | None:
+        """The earliest time this instance may still emit at because of what it buffers (None: none)."""
+        return None
+
+    def snapshot(self, checkpoint: int) -> dict[str, Any] | None:
+        """The instance's state at a checkpoint barrier (None: stateless)."""
+        return None
+
+    def notify_complete(self, checkpoint: int) -> None:
+        """Checkpoint ``checkpoint`` is complete (every task saved its state)."""
+
+    def close(self) -> None:
+        """The instance stops (after its input finished, or on abort)."""
+
+
+def to_batch(records: Any, schema: pa.Schema | None = None) -> pa.RecordBatch | None:
+    """Records (a RecordBatch, a Table, or a list of dicts) as one RecordBatch, or None when empty."""
+    if isinstance(records, pa.RecordBatch):
+        batch = records
+    elif isinstance(records, pa.Table):
+        batch = records.combine_chunks().to_batches()[0] if records.num_rows else None
+        if batch is None:
+            return None
+    else:
+        rows = records if isinstance(records, list) else list(records)
+        if not rows:
+            return None
+        batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+    if batch.num_rows == 0:
+        return None
+    if schema is not None and not batch.schema.equals(schema):
+        batch = batch.select(schema.names).cast(schema) if set(schema.names) <= set(batch.schema.names) else batch.cast(schema)
+    return batch
+
+
+# -- stateless operators -------------------------------------------------------------------------------
+
+
+class MapOp(Operator):
+    """``map``: one output row per input row."""
+
+    def __init__(self, fn: RowFn, schema: pa.Schema | None) -> None:
+        self.fn, self.schema = fn, schema
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        fn = self.fn
+        out = to_batch([fn(r) for r in batch.to_pylist()], self.schema)
+        if out is not None:
+            self.ctx.emit(time, out)
+
+
+class FlatMapOp(Operator):
+    """``flat_map``: any number of output rows per input row."""
+
+    def __init__(self, fn: Callable[[dict[str, Any]], Iterable[dict[str, Any]]], schema: pa.Schema | None) -> None:
+        self.fn, self.schema = fn, schema
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        fn = self.fn
+        out = to_batch([o for r in batch.to_pylist() for o in fn(r)], self.schema)
+        if out is not None:
+            self.ctx.emit(time, out)
+
+
+class FilterOp(Operator):
+    """``filter``: the rows for which the predicate is true."""
+
+    def __init__(self, fn: RowFn) -> None:
+        self.fn = fn
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        fn = self.fn
+        mask = pa.array([bool(fn(r)) for r in batch.to_pylist()], pa.bool_())
+        out = batch.filter(mask)
+        if out.num_rows:
+            self.ctx.emit(time, out)
+
+
+class MapBatchesOp(Operator):
+    """``map_batches``: a function of the whole batch (vectorised)."""
+
+    def __init__(self, fn: Callable[[pa.RecordBatch], Any], schema: pa.Schema | None) -> None:
+        self.fn, self.schema = fn, schema
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        out = self.fn(batch)
+        if isinstance(out, pa.Table):
+            for b in out.to_batches():
+                b = to_batch(b, self.schema)
+                if b is not None:
+                    self.ctx.emit(time, b)
+            return
+        b = to_batch(out, self.schema) if out is not None else None
+        if b is not None:
+            self.ctx.emit(time, b)
+
+
+# -- keyed aggregations --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """What a keyed operator computes per key: ``kind`` is ``count``, ``sum``, ``reduce`` or ``aggregate``."""
+
+    kind: str
+    column: str | None = None
+    fn: Callable[..., Any] | None = None
+    zero: Callable[[], Any] | None = None
+    finish: Callable[[Any, Any], dict[str, Any]] | None = None
+
+
+class KeyedAggregateOp(Operator):
+    """A keyed aggregation, per completed time (``window=None``) or per tumbling window of ``window`` times.
+
+    Without a window, when time ``t`` is complete the instance folds ``t``'s records into each key's
+    running aggregate and emits, at ``t``, one row per key updated at ``t``. With a window of size ``w``,
+    records at ``t`` go to the window starting at ``t - t % w``; when the frontier passes the window's last
+    time the instance emits one row per key of the window, at that last time, with ``window_start`` and
+    ``window_end`` columns, and forgets the window. Both orders are by time, so the output does not depend
+    on how the inputs interleaved (for ``reduce``, given an associative function).
+    """
+
+    def __init__(self, key: Key, agg: Aggregation, window: int | None, schema: pa.Schema | None) -> None:
+        self.key = key
+        self.agg = agg
+        self.window = window
+        self.schema = schema
+        self._state: dict[Any, Any] = {}                 # key -> running aggregate (no window)
+        self._pending: dict[int, dict[Any, Any]] = {}    # time or window start -> key -> partial
+        self._key_names: list[str] = []
+        self._key_types: list[pa.DataType] | None = None
+
+    # -- keys ----------------------------------------------------------------------------------------
+
+    def _key_columns(self, batch: pa.RecordBatch) -> list[pa.Array]:
+        if callable(self.key):
+            arr = self.key(batch)
+            return [arr if isinstance(arr, pa.Array) else pa.array(arr)]
+        names = [self.key] if isinstance(self.key, str) else list(self.key)
+        return [batch.column(n) for n in names]
+
+    def _names(self) -> list[str]:
+        if callable(self.key):
+            return ["key"]
+        return [self.key] if isinstance(self.key, str) else list(self.key)
+
+    def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
+        super().open(ctx, state)
+        self._key_names = self._names()
+        if state:
+            inst = state.get("instance") or {}
+            if inst.get("key_types"):
+                self._key_types = [pa.ipc.read_schema(pa.py_buffer(inst["key_types"])).field(i).type
+                                   for i in range(len(self._key_names))]
+            for _kg, (st, pend) in state.get("keyed", {}).items():
+                self._state.update(st)
+                for t, bucket in pend.items():
+                    self._pending.setdefault(t, {}).update(bucket)
+
+    # -- records -------------------------------------------------------------------------------------
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        cols = self._key_columns(batch)
+        if self._key_types is None:
+            self._key_types = [c.type for c in cols]
+        slot = time if self.window is None else time - time % self.window
+        bucket = self._pending.setdefault(slot, {})
+        kind = self.agg.kind
+        if kind in ("count", "sum"):
+            names = [f"k{i}" for i in range(len(cols))]
+            if kind == "count":
+                table = pa.Table.from_arrays(cols, names=names)
+                grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
+                values = grouped.column("count_all").to_pylist()
+            else:
+                table = pa.Table.from_arrays([*cols, batch.column(self.agg.column)], names=[*names, "v"])
+                grouped = table.group_by(names, use_threads=False).aggregate([("v", "sum")])
+                values = grouped.column("v_sum").to_pylist()
+            keys = self._keys_of(grouped, names)
+            get = bucket.get
+            for k, v in zip(keys, values):
+                if v is not None:
+                    bucket[k] = get(k, 0) + v
+            return
+        keys = self._keys_of_columns(cols)
+        rows = batch.to_pylist()
+        if kind == "reduce":
+            fn = self.agg.fn
+            for k, r in zip(keys, rows):
+                acc = bucket.get(k)
+                bucket[k] = r if acc is None else fn(acc, r)
+        elif self.window is not None:  # aggregate into the window at once (arrival order)
+            add, zero = self.agg.fn, self.agg.zero
+            for k, r in zip(keys, rows):
+                bucket[k] = add(bucket[k] if k in bucket else zero(), r)
+        else:  # aggregate without a window: keep rows until the time is complete
+            for k, r in zip(keys, rows):
+                bucket.setdefault(k, []).append(r)
+
+    @staticmethod
+    def _keys_of(table: pa.Table, names: list[str]) -> list[Any]:
+        if len(names) == 1:
+            return table.column(names[0]).to_pylist()
+        return list(zip(*(table.column(n).to_pylist() for n in names)))
+
+    @staticmethod
+    def _keys_of_columns(cols: list[pa.Array]) -> list[Any]:
+        if len(cols) == 1:
+            return cols[0].to_pylist()
+        return list(zip(*(c.to_pylist() for c in cols)))
+
+    # -- time ----------------------------------------------------------------------------------------
+
+    def _last_time(self, slot: int) -> int:
+        return slot if self.window is None else slot + self.window - 1
+
+    def hold(self) -> int | None:
+        if not self._pending:
+            return None
+        return self._last_time(min(self._pending))
+
+    def on_frontier(self, frontier: Antichain) -> None:
+        done = sorted(s for s in self._pending if not frontier.less_equal(self._last_time(s)))
+        for slot in done:
+            bucket = self._pending.pop(slot)
+            rows = self._fold(slot, bucket)
+            if rows:
+                batch = pa.RecordBatch.from_pylist(rows, schema=self.schema)
+                self.ctx.emit(self._last_time(slot), batch)
+
+    def _key_dict(self, k: Any) -> dict[str, Any]:
+        if len(self._key_names) == 1:
+            return {self._key_names[0]: k}
+        return dict(zip(self._key_names, k))
+
+    def _result(self, k: Any, acc: Any) -> dict[str, Any]:
+        kind = self.agg.kind
+        if kind == "count":
+            return {**self._key_dict(k), "count": acc}
+        if kind == "sum":
+            return {**self._key_dict(k), self.agg.column: acc}
+        if kind == "reduce":
+            return dict(acc)
+        if self.agg.finish is not None:
+            return dict(self.agg.finish(k, acc))
+        return {**self._key_dict(k), "value": acc}
+
+    def _fold(self, slot: int, bucket: dict[Any, Any]) -> list[dict[str, Any]]:
+        kind = self.agg.kind
+        out = []
+        if self.window is not None:
+            extra = {"window_start": slot, "window_end": slot + self.window}
+            for k in _sorted(bucket):
+                out.append({**self._result(k, bucket[k]), **extra})
+            return out
+        state = self._state
+        for k in _sorted(bucket):
+            partial = bucket[k]
+            if kind in ("count", "sum"):
+                acc = state.get(k, 0) + partial
+            elif kind == "reduce":
+                acc = partial if k not in state else self.agg.fn(state[k], partial)
+            else:
+                acc = state[k] if k in state else self.agg.zero()
+                for r in partial:
+                    acc = self.agg.fn(acc, r)
+            state[k] = acc
+            out.append(self._result(k, acc))
+        return out
+
+    # -- state ---------------------------------------------------------------------------------------
+
+    def _groups(self, keys: list[Any]) -> np.ndarray:
+        if not keys:
+            return np.zeros(0, np.int64)
+        n = len(self._key_names)
+        types = self._key_types or [None] * n
+        if n == 1:
+            cols = [pa.array(keys, type=types[0])]
+        else:
+            cols = [pa.array([k[i] for k in keys], type=types[i]) for i in range(n)]
+        return key_groups_of_values(cols, self.ctx.key_groups)
+
+    def snapshot(self, checkpoint: int) -> dict[str, Any]:
+        keyed: dict[int, tuple[dict[Any, Any], dict[int, dict[Any, Any]]]] = {}
+        state_keys = list(self._state)
+        for k, g in zip(state_keys, self._groups(state_keys).tolist()):
+            keyed.setdefault(g, ({}, {}))[0][k] = self._state[k]
+        for slot, bucket in self._pending.items():
+            bkeys = list(bucket)
+            for k, g in zip(bkeys, self._groups(bkeys).tolist()):
+                pend = keyed.setdefault(g, ({}, {}))[1]
+                pend.setdefault(slot, {})[k] = bucket[k]
+        inst = {}
+        if self._key_types is not None:
+            schema = pa.schema([pa.field(f"k{i}", t) for i, t in enumerate(self._key_types)])
+            inst["key_types"] = schema.serialize().to_pybytes()
+        return {"keyed": keyed, "instance": inst}
+
+
+def _sorted(keys: Iterable[Any]) -> list[Any]:
+    keys = list(keys)
+    try:
+        return sorted(keys)
+    except TypeError:  # keys of mixed types (or None): arrival order
+        return keys

@@ -1,0 +1,300 @@
+"""Sinks with exactly-once output: output is staged per checkpoint epoch and committed when it completes.
+
+A sink writes ``parts`` output parts (default: its parallelism at the first run; fixed afterwards, kept
+in checkpoints); instance ``j`` of ``P`` owns the parts ``p % P == j`` and spreads its input over them.
+Between two barriers, everything a part receives (record batches and, for log sinks, frontier changes) is
+appended to a staging file of that *epoch* under the checkpoint directory
+(``<checkpoints>/<job>/staging/<sink>/p<part>/``, concatenated bundles, fsynced at the barrier). The
+barrier's snapshot lists the part's staged epochs not yet committed, with their item counts, and ``base``:
+the output position where the first of them starts. When the checkpoint is complete the sink *commits*
+its epochs in order — appends them to the output — and deletes their files.
+
+Commits are idempotent, so a restart simply commits again every epoch its restored state lists: the output
+position (a log part's next sequence id; a callable sink's delivered-item cursor, saved after each item)
+says how much of an epoch was already committed, and only the rest is written. Output after the last
+complete checkpoint was never committed, so it is neither lost (the restarted job produces it again) nor
+duplicated.
+"""
+
+from __future__ import annotations
+
+import os
+import time as _time
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+
+from eventlog import bundle
+from eventlog.antichain import Antichain
+from eventlog.errors import PartLockedError, ProgressError, StreamNotFoundError
+
+from .errors import CheckpointError, RescaleError
+from .keygroups import parts_of_instance
+from .operators import Operator, OperatorContext
+from .payload import decode_batch, decode_frontier, encode_batch, encode_frontier
+from .state import atomic_write, read_bundles
+
+_ITEM_DATA = bundle.MSG_DATA
+_ITEM_FRONTIER = bundle.MSG_EVENT_PROGRESS
+
+
+class _Part:
+    """Staging state of one output part."""
+
+    __slots__ = ("part", "dir", "base", "pending", "frontier", "fd", "path", "count")
+
+    def __init__(self, part: int, directory: str, base: int, pending: list, frontier: tuple[int, ...]) -> None:
+        self.part = part
+        self.dir = directory
+        self.base = base                     # output position where pending[0] starts
+        self.pending: list[tuple[int, str, int]] = pending   # (checkpoint, file name, items)
+        self.frontier = frontier             # the staged frontier (log sinks)
+        self.fd: int | None = None
+        self.path: str | None = None
+        self.count = 0                       # items in the open epoch file
+
+
+class StagedSink(Operator):
+    """Base of the exactly-once sinks (see the module doc); subclasses say how output is committed."""
+
+    stages_frontier = False
+
+    def __init__(self, parts: int | None = None) -> None:
+        self.parts = parts
+
+    # -- subclass hooks -----------------------------------------------------------------------------
+
+    def _position(self, part: int) -> int:
+        """The part's output position: items already committed to it, in whatever unit it counts."""
+        raise NotImplementedError
+
+    def _deliver(self, part: int, kind: int, payload: Any) -> None:
+        """Commit one staged item."""
+        raise NotImplementedError
+
+    def _end_epoch(self, part: int) -> None:
+        """Make a committed epoch durable."""
+
+    # -- life cycle ---------------------------------------------------------------------------------
+
+    def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
+        super().open(ctx, state)
+        inst = (state or {}).get("instance") or {}
+        self.n_parts = inst.get("parts") or self.parts or ctx.parallelism
+        if ctx.parallelism > self.n_parts:
+            raise RescaleError(f"sink {ctx.node!r} writes {self.n_parts} parts; its parallelism "
+                               f"{ctx.parallelism} may not exceed that (set parts= when building the job)")
+        self._last_barrier = (state or {}).get("checkpoint", 0)
+        self._gen = ctx.generation
+        self._rr = 0
+        saved = (state or {}).get("parts", {})
+        self._open_parts(parts_of_instance(ctx.index, self.n_parts, ctx.parallelism))
+        self._parts: dict[int, _Part] = {}
+        for p in parts_of_instance(ctx.index, self.n_parts, ctx.parallelism):
+            d = os.path.join(ctx.checkpoint_dir, "staging", ctx.node, f"p{p:05d}")
+            os.makedirs(d, exist_ok=True)
+            s = saved.get(p)
+            if s is None:
+                part = _Part(p, d, self._position(p), [], (0,))
+            else:
+                part = _Part(p, d, s["base"], [tuple(x) for x in s["pending"]], tuple(s["frontier"]))
+            self._parts[p] = part
+            self._commit(part, None)         # the restored checkpoint is complete: commit what it lists
+            self._clean(part)
+        self._owned = sorted(self._parts)
+
+    def _open_parts(self, parts: list[int]) -> None:
+        """Prepare the output parts this instance owns (before positions are read)."""
+
+    def _clean(self, part: _Part) -> None:
+        """Delete staging files no pending epoch refers to (a failed generation's uncommitted output)."""
+        keep = {name for _c, name, _n in part.pending}
+        for name in os.listdir(part.dir):
+            if name.endswith(".bundles") and name not in keep:
+                try:
+                    os.unlink(os.path.join(part.dir, name))
+                except FileNotFoundError:
+                    pass
+
+    # -- staging ------------------------------------------------------------------------------------
+
+    def _stage(self, part: _Part, kind: int, payload: Any, ts: int) -> None:
+        if part.fd is None:
+            part.path = f"g{self._gen:06d}-after{self._last_barrier:010d}.bundles"
+            part.fd = os.open(os.path.join(part.dir, part.path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            part.count = 0
+        part.count += 1
+        data = bundle.encode([payload], part.count, kind, bundle_ts=min(ts, (1 << 63)))
+        view = memoryview(data)
+        while view.nbytes:
+            view = view[os.write(part.fd, view):]
+
+    def process(self, time: int, batch: pa.RecordBatch) -> None:
+        part = self._parts[self._owned[self._rr % len(self._owned)]]
+        self._rr += 1
+        self._stage(part, _ITEM_DATA, encode_batch(time, batch), time)
+
+    def on_frontier(self, frontier: Antichain) -> None:
+        if not self.stages_frontier:
+            return
+        elements = frontier.elements
+        for part in self._parts.values():
+            if part.frontier and elements != part.frontier and (not elements or elements[0] > part.frontier[0]):
+                part.frontier = elements
+                self._stage(part, _ITEM_FRONTIER, encode_frontier(list(elements)), elements[0] if elements else 0)
+
+    def snapshot(self, checkpoint: int) -> dict[str, Any]:
+        out = {}
+        for part in self._parts.values():
+            if part.fd is not None:
+                os.fsync(part.fd)
+                os.close(part.fd)
+                part.fd = None
+                part.pending.append((checkpoint, part.path, part.count))
+            out[part.part] = {"base": part.base, "pending": list(part.pending), "frontier": list(part.frontier)}
+        self._last_barrier = checkpoint
+        return {"parts": out, "instance": {"parts": self.n_parts}, "checkpoint": checkpoint}
+
+    # -- committing ---------------------------------------------------------------------------------
+
+    def notify_complete(self, checkpoint: int) -> None:
+        for part in self._parts.values():
+            self._commit(part, checkpoint)
+
+    def _commit(self, part: _Part, upto: int | None) -> None:
+        while part.pending and (upto is None or part.pending[0][0] <= upto):
+            ckpt, name, n = part.pending[0]
+            done = self._position(part.part) - part.base
+            if done < 0:
+                raise CheckpointError(f"output part {part.part} of sink {self.ctx.node!r} is at {done + part.base}, "
+                                      f"before its checkpointed position {part.base}", part=part.part)
+            if done < n:
+                path = os.path.join(part.dir, name)
+                if not os.path.exists(path):
+                    raise CheckpointError(f"staged epoch {name} of sink {self.ctx.node!r} is missing", path=path)
+                for i, (kind, payload) in enumerate(read_bundles(path)):
+                    if i >= done:
+                        self._deliver(part.part, kind, payload)
+                self._end_epoch(part.part)
+            part.base += n
+            part.pending.pop(0)
+            try:
+                os.unlink(os.path.join(part.dir, name))
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        for part in getattr(self, "_parts", {}).values():
+            if part.fd is not None:
+                os.close(part.fd)
+                part.fd = None
+
+
+class CallableSink(StagedSink):
+    """Calls ``fn(time, table)`` for the sink's records, only once they belong to a complete checkpoint.
+
+    Each call is one batch the sink received, in the order received per part. A cursor file per part
+    counts the calls made; it is saved after each call, so after a restart only the calls not yet made are
+    made — unless the process died between a call returning and its cursor being saved, in which case that
+    one call is made again (the only window; a sink whose effect must be exactly-once even then should
+    write to a log with ``to_log``)."""
+
+    def __init__(self, fn: Callable[[int, pa.Table], None], parts: int | None = None) -> None:
+        super().__init__(parts)
+        self.fn = fn
+
+    def _cursor_path(self, part: int) -> str:
+        return os.path.join(self.ctx.checkpoint_dir, "staging", self.ctx.node, f"p{part:05d}", "cursor")
+
+    def _position(self, part: int) -> int:
+        try:
+            with open(self._cursor_path(part), "rb") as f:
+                return int(f.read() or b"0")
+        except FileNotFoundError:
+            return 0
+
+    def _deliver(self, part: int, kind: int, payload: Any) -> None:
+        if kind == _ITEM_DATA:
+            t, batch = decode_batch(payload)
+            self.fn(t, pa.Table.from_batches([batch]))
+        atomic_write(self._cursor_path(part), str(self._position(part) + 1).encode(), sync=False)
+
+
+class LogSink(StagedSink):
+    """Captures the sink's input as stream ``stream`` of the log at ``uri``, one stream part per sink part.
+
+    The stream is created with ``schema`` (required unless the stream exists). Each committed item is one
+    event of its part (records are ``Messages``, frontier changes ``Progress``), so a part's next sequence
+    id is its output position; a commit ends with a sync (``Capture.advance_to``). The parts finish when
+    the sink's input frontier is empty."""
+
+    stages_frontier = True
+
+    def __init__(self, uri: str, stream: str, *, schema: pa.Schema | None = None, parts: int | None = None,
+                 encoding: str | None = None, lock_timeout: float = 30.0) -> None:
+        super().__init__(parts)
+        self.uri = uri
+        self.stream = stream
+        self.schema = schema
+        self.encoding = encoding
+        self.lock_timeout = lock_timeout
+
+    def _open_parts(self, parts: list[int]) -> None:
+        from capture import Capture
+        from eventlog.log import open_log
+
+        self._log = open_log(self.uri)
+        if self.schema is None:
+            try:
+                self._log.header(self.stream)
+            except StreamNotFoundError:
+                raise CheckpointError(f"sink {self.ctx.node!r} needs schema= to create stream {self.stream!r}",
+                                      stream=self.stream) from None
+        self._caps: dict[int, Any] = {}
+        self._finished: set[int] = set()
+        for p in parts:
+            deadline = _time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    self._caps[p] = Capture(self._log, self.stream, worker=p, peers=self.n_parts, schema=self.schema,
+                                            encoding=self.encoding)
+                    break
+                except PartLockedError:
+                    if _time.monotonic() > deadline:  # a task of a failed generation still holds it
+                        raise
+                    _time.sleep(0.05)
+                except ProgressError:          # the part is finished: everything was committed
+                    self._finished.add(p)
+                    break
+
+    def _position(self, part: int) -> int:
+        cap = self._caps.get(part)
+        if cap is None:
+            return 1 << 62 if part in self._finished else 1
+        return cap.next_seq
+
+    def _deliver(self, part: int, kind: int, payload: Any) -> None:
+        cap = self._caps[part]
+        if kind == _ITEM_DATA:
+            t, batch = decode_batch(payload)
+            if not batch.schema.equals(cap.header.schema):
+                batch = batch.select(cap.header.schema.names).cast(cap.header.schema)
+            cap.send(t, batch)
+        else:
+            cap.advance_to(Antichain(decode_frontier(payload)))
+
+    def _end_epoch(self, part: int) -> None:
+        cap = self._caps[part]
+        if cap.frontier.is_empty():
+            cap.close()
+            del self._caps[part]
+            self._finished.add(part)
+        else:
+            cap.advance_to(cap.frontier)      # no event; makes the epoch durable
+
+    def close(self) -> None:
+        super().close()
+        for cap in getattr(self, "_caps", {}).values():
+            cap.abort()
+        if hasattr(self, "_log"):
+            self._log.close()
