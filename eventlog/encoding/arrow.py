@@ -16,37 +16,17 @@ import pyarrow.ipc as ipc
 from ..errors import CorruptLogError
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
+from .sink import DrainSink
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _SEQ, _KIND, _TIME, _UPDATES = b"eventlog.seq", b"eventlog.kind", b"eventlog.time", b"eventlog.updates"
-
-
-class _Sink:
-    """A write-only file that keeps what is written until drained (one event body at a time)."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self._chunks: list[bytes] = []
-
-    def write(self, data) -> int:  # noqa: ANN001 - buffer protocol object from pyarrow
-        self._chunks.append(bytes(data))
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def drain(self) -> bytes:
-        out = b"".join(self._chunks)
-        self._chunks.clear()
-        return out
 
 
 class _BodyWriter:
     """An IPC stream writer whose output is cut into one body per batch (the schema message dropped)."""
 
     def __init__(self, schema: pa.Schema, prefix: bytes, options: ipc.IpcWriteOptions) -> None:
-        self._sink = _Sink()
+        self._sink = DrainSink()
         self._writer = ipc.new_stream(self._sink, schema, options=options)
         self._prefix = prefix
         self._started = False

@@ -19,6 +19,7 @@ import zstandard
 from ..errors import CorruptLogError
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
+from .sink import DrainSink
 from .avro_types import avro_record_schema, strip_logical
 
 MAX_EVENT_BYTES = 1 << 30
@@ -45,30 +46,6 @@ def event_schema(header: StreamHeader) -> tuple[dict[str, Any], pa.Schema]:
         return node
 
     return fill(template), raw_arrow
-
-
-class _Sink:
-    """A write-only, non-seekable file that keeps what is written until drained."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self._chunks: list[bytes] = []
-
-    def write(self, data) -> int:  # noqa: ANN001
-        self._chunks.append(bytes(data))
-        return len(data)
-
-    def seekable(self) -> bool:
-        return False
-
-    def flush(self) -> None:
-        pass
-
-    def drain(self) -> bytes:
-        out = b"".join(self._chunks)
-        self._chunks.clear()
-        return out
 
 
 def _read_long(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -98,7 +75,7 @@ def _cast_columns(batch: pa.RecordBatch, schema: pa.Schema, columns: list[int]) 
 class _AvroSegmentEncoder:
     def __init__(self, codec: "AvroCodec", sync_marker: bytes | None = None) -> None:
         self._codec = codec
-        self._sink = _Sink()
+        self._sink = DrainSink()
         self._writer = fastavro.write.Writer(
             self._sink, codec.parsed, codec="zstandard", metadata={"eventlog.stream": codec.header.stream},
             sync_marker=sync_marker,
