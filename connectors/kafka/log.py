@@ -211,23 +211,24 @@ class KafkaLog(Log):
     def _watermarks(self, topic: str, part: int) -> tuple[int, int]:
         return self._scanner().get_watermark_offsets(TopicPartition(topic, part), timeout=self.timeout, cached=False)
 
+    def _tail(self, topic: str, part: int) -> tuple[int | None, int]:
+        """``(offset of the last record or None when empty, last sequence id or 0)`` of a partition, from
+        one scan of its tail."""
+        lo, hi = self._watermarks(topic, part)
+        last_offset, last_seq = None, 0
+        for offset, b in scan_partition(self, self._scanner(), topic, part, max(lo, hi - 1)):
+            last_offset = offset
+            if not is_header(b) and b.count:
+                last_seq = max(last_seq, b.last_id)
+        return last_offset, last_seq
+
     def last_offset(self, topic: str, part: int) -> int | None:
         """The offset of the last record of a partition, None when it is empty."""
-        lo, hi = self._watermarks(topic, part)
-        last = None
-        for offset, _ in scan_partition(self, self._scanner(), topic, part, max(lo, hi - 1)):
-            last = offset
-        return last
+        return self._tail(topic, part)[0]
 
     def last_seq(self, stream: str, part: int) -> int:
         """The last sequence id written to a part (0 when none), read from the partition's tail."""
-        topic = self.target.topic(stream)
-        lo, hi = self._watermarks(topic, part)
-        last = 0
-        for _, b in scan_partition(self, self._scanner(), topic, part, max(lo, hi - 1)):
-            if not is_header(b) and b.count:
-                last = max(last, b.last_id)
-        return last
+        return self._tail(self.target.topic(stream), part)[1]
 
     def _probe(self, topic: str, part: int, offset: int) -> int | None:
         """The last sequence id of the record at ``offset`` (0 for the header), None past the end."""
@@ -283,8 +284,8 @@ class KafkaLog(Log):
             if not is_header(b) and b.count:
                 first = b.first_id
                 break
-        last = self.last_seq(stream, part)
-        records = (self.last_offset(topic, part) or 0) + 1
+        last_offset, last = self._tail(topic, part)
+        records = (last_offset or 0) + 1
         return PartStats(first, max(last + 1, first), None, records)
 
     def close(self) -> None:
