@@ -63,10 +63,12 @@ class _Part:
         return got > 0
 
 
-def _order_key(event: Event) -> Time:
+def order_key(event: Event, minimum: Time) -> Time:
+    """The least time an event concerns (a Messages event's time, a Progress event's least updated time,
+    ``minimum`` for an empty Progress): the merge key of "lowest pending time first"."""
     if isinstance(event, Messages):
         return event.time
-    return min(t for t, _ in event.updates) if event.updates else 0
+    return min((t for t, _ in event.updates), default=minimum)
 
 
 class Replayer:
@@ -196,7 +198,7 @@ class Replayer:
 
     def _push(self, part: _Part) -> None:
         if part.buffer and part.index not in self._in_heap:
-            heapq.heappush(self._heap, (_order_key(part.buffer[0].event), part.taken, part.index))
+            heapq.heappush(self._heap, (order_key(part.buffer[0].event, self.header.time_type.minimum), part.taken, part.index))
             self._in_heap.add(part.index)
 
     def _poll(self) -> bool:

@@ -17,13 +17,7 @@ from eventlog.events import Entry, Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartReader, PartStats
 from eventlog.time import Time
-
-
-def order_key(event: Event, minimum: Time) -> Time:
-    """The least time an event concerns: a Messages event's time, a Progress event's least updated time."""
-    if isinstance(event, Messages):
-        return event.time
-    return min((t for t, _ in event.updates), default=minimum)
+from replay.replayer import order_key
 
 
 class PartCursor:
