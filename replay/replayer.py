@@ -11,6 +11,11 @@ With ``peers=M`` replay workers over a stream of N parts:
 Iterating yields ``Messages`` (this worker's records) and ``Progress`` events; the Progress events are the
 changes of the merged frontier, so the events a worker yields form a valid part of a stream (``copy``
 writes them as one). ``completed()`` yields each time once, with all its records, when it is complete.
+
+Every part's events are checked against timely's progress rules (``replay.rules``) as they are read: a
+capability added behind the part's frontier, a negative count, a Messages event behind the frontier, or
+anything after the part finished raises ``ProgressError`` naming the stream, part and sequence id. So a
+time, once complete, never receives another record, and no record is dropped.
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ from typing import Iterator, Mapping
 import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.errors import ProgressError, SequenceError, StreamNotFoundError
+from eventlog.errors import SequenceError, StreamNotFoundError
 from eventlog.header import StreamHeader
 from eventlog.events import Entry, Event, Messages, Progress
 from eventlog.log import Log, PartReader, open_log
 from eventlog.time import Time, less_equal
 
 from .keyhash import Key, worker_of
+from .rules import PartProgress
 
 MODES = ("assign", "repartition")
 
@@ -37,14 +43,14 @@ MODES = ("assign", "repartition")
 class _Part:
     """Reading state of one source part."""
 
-    __slots__ = ("index", "reader", "it", "buffer", "frontier", "last_seq", "taken")
+    __slots__ = ("index", "reader", "it", "buffer", "rules", "last_seq", "taken")
 
-    def __init__(self, index: int, reader: PartReader, minimum: Time) -> None:
+    def __init__(self, index: int, reader: PartReader, minimum: Time, stream: str) -> None:
         self.index = index
         self.reader = reader
         self.it: Iterator[Entry] | None = None
         self.buffer: collections.deque[Entry] = collections.deque()
-        self.frontier = MutableAntichain([(minimum, 1)])
+        self.rules = PartProgress(minimum, stream=stream, part=index)
         self.last_seq = reader.next_seq - 1
         self.taken = 0
 
@@ -124,7 +130,7 @@ class Replayer:
         self._parts: dict[int, _Part] = {}
         for i in owned:
             s = start.get(i, 1)
-            part = _Part(i, self.log.reader(stream, i, start=s), tt.minimum)
+            part = _Part(i, self.log.reader(stream, i, start=s), tt.minimum, stream)
             if s > 1:
                 self._restore(part, s)
             self._parts[i] = part
@@ -147,12 +153,13 @@ class Replayer:
                 _time.sleep(max(poll_interval, 0.05))
 
     def _restore(self, part: _Part, start: int) -> None:
-        """Rebuild a part's frontier from its Progress events before ``start``."""
+        """Rebuild a part's frontier from its Progress events before ``start`` (checking the progress rules
+        the Progress events alone show)."""
         with self.log.reader(self.stream, part.index, progress_only=True) as r:
             for entry in r:
                 if entry.seq >= start:
                     break
-                part.frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
+                part.rules.progress(entry.seq, entry.event.updates)  # type: ignore[union-attr]
                 self._frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
 
     # -- state -----------------------------------------------------------------------------------------
@@ -170,7 +177,7 @@ class Replayer:
 
     def part_frontiers(self) -> dict[int, Antichain]:
         """Each source part's own frontier."""
-        return {i: p.frontier.frontier for i, p in self._parts.items()}
+        return {i: p.rules.frontier for i, p in self._parts.items()}
 
     @property
     def position(self) -> dict[int, int]:
@@ -262,11 +269,7 @@ class Replayer:
             self.events_read += 1
             ev = entry.event
             if isinstance(ev, Messages):
-                if not part.frontier.less_equal(ev.time):
-                    raise ProgressError(
-                        f"messages at time {ev.time!r} behind the part's frontier {list(part.frontier.frontier)}",
-                        stream=self.stream, part=part.index, seq=entry.seq,
-                    )
+                part.rules.messages(entry.seq, ev.time)  # timely's rules: never a record behind the frontier
                 if not self._keep_time(ev.time):
                     continue
                 records = ev.records
@@ -275,10 +278,7 @@ class Replayer:
                     records = records.filter(pa.array(mask)) if not mask.all() else records
                 yield Messages(ev.time, records), part.index
             else:
-                try:
-                    part.frontier.update_iter(ev.updates)
-                except ProgressError as e:
-                    raise ProgressError(e.reason, stream=self.stream, part=part.index, seq=entry.seq) from None
+                part.rules.progress(entry.seq, ev.updates)  # raises ProgressError on a broken rule
                 changes = self._frontier.update_iter(ev.updates)
                 if changes:
                     yield Progress(changes), part.index

@@ -15,6 +15,7 @@ from eventlog.errors import SequenceError
 from eventlog.events import Entry
 from eventlog.log import Log, PartReader
 from eventlog.time import Time, TimeType
+from replay.rules import PartProgress
 
 
 def entries(reader: PartReader, end: int | None = None, *, progress_only: bool = False) -> Iterator[Entry]:
@@ -35,13 +36,16 @@ def entries(reader: PartReader, end: int | None = None, *, progress_only: bool =
 
 def merged_frontier(log: Log, stream: str, ends: Mapping[int, int] | None = None) -> Antichain:
     """The merged frontier of every part of ``stream`` after its events before ``ends[part]`` (default:
-    every event there now)."""
+    every event there now). Each part's Progress events are checked against timely's rules
+    (``replay.rules``): a broken rule raises ``ProgressError`` naming the stream, part and sequence id."""
     header = log.header(stream)
     counts = MutableAntichain([(header.time_type.minimum, header.peers)])
     for part in range(header.peers):
         end = None if ends is None else ends[part]
+        rules = PartProgress(header.time_type.minimum, stream=stream, part=part)
         with log.reader(stream, part, progress_only=True) as reader:
             for entry in entries(reader, end, progress_only=True):
+                rules.progress(entry.seq, entry.event.updates)  # type: ignore[union-attr]
                 counts.update_iter(entry.event.updates)  # type: ignore[union-attr]
     return counts.frontier
 

@@ -36,10 +36,11 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.errors import EventLogError
-from eventlog.events import Messages
+from eventlog.errors import EventLogError, ProgressError
+from eventlog.events import Entry, Messages
 from eventlog.log import Log, PartReader, open_log
 from eventlog.time import Time, less_equal
+from replay.rules import PartProgress, frontier_text, time_text
 
 from . import frontier as fr
 from .batch_read import keys_of_worker, slice_parts
@@ -49,44 +50,64 @@ from .schema import with_log_columns
 
 class RangeSlice(InputPartition):
     """One replay worker's share of a micro-batch: per read part, the sequence range ``[low, next)``, and
-    the frontiers at the batch's start and end (JSON form)."""
+    the frontiers at the batch's start and end (JSON form); ``starts[p]`` is the batch's start offset
+    ``S.next[p]``: an event from there on is new to this batch."""
 
     def __init__(self, worker: int, workers: int, ranges: dict[int, tuple[int, int]],
-                 start_frontier: list[Any], end_frontier: list[Any]) -> None:
+                 start_frontier: list[Any], end_frontier: list[Any], starts: dict[int, int] | None = None) -> None:
         super().__init__(worker)
         self.worker, self.workers, self.ranges = worker, workers, ranges
         self.start_frontier, self.end_frontier = start_frontier, end_frontier
+        self.starts = starts or {}
 
 
 class _Planner:
-    """What the planner knows at one offset: merged progress counts, open readers at ``next`` and the
-    Messages events not yet complete (``pending[p]``: ``(seq, time)``)."""
+    """What the planner knows at one offset: merged progress counts, each part's own frontier (checked
+    against timely's rules, ``replay.rules``), open readers at ``next`` and the Messages events not yet
+    complete (``pending[p]``: ``(seq, time)``).
+
+    Every event the planner reads is checked: a capability added behind its part's frontier, a negative
+    count, a Messages event behind its part's frontier or anything after the part finished raises
+    ``ProgressError`` (stream, part, seq). So a Messages event always lies at a time not complete at the
+    merged frontier before it, and no record can fall between two micro-batches unseen."""
 
     def __init__(self, log: Log, stream: str, offset: dict[str, Any]) -> None:
         header = log.header(stream)
         self.log, self.stream, self.time_type, self.peers = log, stream, header.time_type, header.peers
         self.next: list[int] = list(offset["next"])
         self.counts = MutableAntichain([(header.time_type.minimum, header.peers)])
+        self.rules = [PartProgress(header.time_type.minimum, stream=stream, part=p) for p in range(header.peers)]
         self.pending: list[list[tuple[int, Time]]] = [[] for _ in range(header.peers)]
         for p in range(header.peers):
-            with log.reader(stream, p, progress_only=True) as r:
-                for entry in fr.entries(r, self.next[p], progress_only=True):
-                    self.counts.update_iter(entry.event.updates)  # type: ignore[union-attr]
-        frontier = self.counts.frontier
-        for p in range(header.peers):
-            low = offset["low"][p]
+            low = min(offset["low"][p], self.next[p])
+            with log.reader(stream, p, progress_only=True) as r:  # before low: every Messages event is complete
+                for entry in fr.entries(r, low, progress_only=True):
+                    self._apply(p, entry)
             if low < self.next[p]:
                 with log.reader(stream, p, start=low) as r:
                     for entry in fr.entries(r, self.next[p]):
-                        ev = entry.event
-                        if isinstance(ev, Messages) and not fr.is_complete(ev.time, frontier):
-                            self.pending[p].append((entry.seq, ev.time))
+                        self._apply(p, entry)
+        frontier = self.counts.frontier
+        for p in range(header.peers):
+            self.pending[p] = [(s, t) for s, t in self.pending[p] if not fr.is_complete(t, frontier)]
         self.readers: list[PartReader] = [log.reader(stream, p, start=self.next[p]) for p in range(header.peers)]
         self._iters: list[Iterator | None] = [None] * header.peers  # kept between calls: resume, never re-read
         self.offset = self._offset()
         if self.offset["frontier"] != offset["frontier"]:
             raise EventLogError(f"offset {offset} does not match the log (frontier {self.offset['frontier']}): "
                                 "was the stream rewritten under the query?", stream=stream)
+
+    def _apply(self, part: int, entry: Entry) -> int:
+        """Account for an event of ``part`` (in sequence order): check it against the part's rules, note a
+        Messages event as pending, apply Progress; returns the records it holds."""
+        ev = entry.event
+        if isinstance(ev, Messages):
+            self.rules[part].messages(entry.seq, ev.time)
+            self.pending[part].append((entry.seq, ev.time))
+            return ev.records.num_rows
+        self.rules[part].progress(entry.seq, ev.updates)
+        self.counts.update_iter(ev.updates)
+        return 0
 
     def _offset(self) -> dict[str, Any]:
         low = [min([s for s, _ in self.pending[p]], default=self.next[p]) for p in range(self.peers)]
@@ -106,13 +127,8 @@ class _Planner:
                     self._iters[p] = None  # at the end for now: poll again next time
                     live.remove(p)
                     continue
+                read_rows += self._apply(p, entry)
                 self.next[p] = entry.seq + 1
-                ev = entry.event
-                if isinstance(ev, Messages):
-                    self.pending[p].append((entry.seq, ev.time))
-                    read_rows += ev.records.num_rows
-                else:
-                    self.counts.update_iter(ev.updates)
                 if until is not None and self.next[p] >= until[p]:
                     live.remove(p)
             if max_records is not None and read_rows >= max_records:
@@ -171,7 +187,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             parts = slice_parts(self.opts.mode, self._header.peers, j, workers)
             ranges = {p: (start["low"][p], end["next"][p]) for p in parts if start["low"][p] < end["next"][p]}
             if ranges:
-                out.append(RangeSlice(j, workers, ranges, start["frontier"], end["frontier"]))
+                starts = {p: start["next"][p] for p in ranges}
+                out.append(RangeSlice(j, workers, ranges, start["frontier"], end["frontier"], starts))
         return out
 
     def read(self, partition: RangeSlice) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -188,8 +205,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     if not isinstance(ev, Messages):
                         continue
                     t = ev.time
-                    if fr.is_complete(t, before) or not fr.is_complete(t, after) or not _in_bounds(t, opts):
-                        continue
+                    if fr.is_complete(t, before):
+                        new_from = partition.starts.get(part)
+                        if new_from is not None and entry.seq >= new_from:  # new, yet complete before: it
+                            raise ProgressError(  # would never be delivered (the planner checks this first)
+                                f"messages at time {time_text(t)} arrived after the time was complete (stream "
+                                f"frontier {frontier_text(before)} at the micro-batch's start)",
+                                stream=header.stream, part=part, seq=entry.seq)
+                        continue  # delivered by an earlier micro-batch
+                    if not fr.is_complete(t, after) or not _in_bounds(t, opts):
+                        continue  # a later micro-batch delivers it / outside since..until
                     records = keys_of_worker(ev.records, opts, partition.worker, partition.workers)
                     if records.num_rows:
                         yield with_log_columns(records, t, part, entry.seq, arrow_schema)

@@ -11,6 +11,8 @@ import contextlib
 import io
 import json
 import os
+import re
+import stat
 import sys
 from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote, urlparse
@@ -29,7 +31,8 @@ EXIT_OK = 0
 EXIT_DIFFERENT = 1
 """``diff`` found a difference, or ``verify`` found a problem."""
 EXIT_USAGE = 2
-"""Bad command line (click's usage errors): unknown option, bad time, part out of range, …"""
+"""Bad command line (click's usage errors): unknown option, bad time, part out of range, a path that is not a
+log, an output path that is not a regular file, …"""
 EXIT_LOG_ERROR = 3
 """The log cannot be read or written: no such log or stream, corrupt data, unsupported version, I/O error."""
 EXIT_FN_FAILED = 4
@@ -43,7 +46,8 @@ EXIT_CODES_HELP = """\b
 Exit codes:
   0    ok (diff: equal; verify: no problem)
   1    diff found a difference / verify found a problem
-  2    usage error (bad option, time, part or offset)
+  2    usage error (bad option, time, part or offset; a path that is not a log;
+       an output path that is not a regular file)
   3    log error: no such log or stream, corrupt data, unsupported version, I/O
   4    run: the user function raised
   130  interrupted (Ctrl-C)
@@ -118,17 +122,117 @@ def local_path(uri: str) -> str | None:
     return None
 
 
+_HEADER_FILE = "header.json"
+_PART_DIR = re.compile(r"^part-(\d{5})$")
+
+
+def _command_name() -> str:
+    ctx = click.get_current_context(silent=True)
+    return f"replay {ctx.info_name}" if ctx is not None and ctx.info_name else "replay COMMAND"
+
+
+def _is_stream_folder(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, _HEADER_FILE))
+
+
+def _looks_like_stream_folder(path: str) -> bool:
+    """A stream folder, or one that lost its header but holds part folders (verify reports it)."""
+    if _is_stream_folder(path):
+        return True
+    try:
+        return os.path.isdir(path) and any(_PART_DIR.match(n) for n in os.listdir(path))
+    except OSError:
+        return False
+
+
+def not_a_log(path: str, *, must_be_log: bool = True) -> str | None:
+    """Why the local directory ``path`` cannot be a file log (None when it is one): a stream's folder
+    (it holds ``header.json``) or a part's folder, which users pass by mistake; with ``must_be_log``, also
+    a folder with entries but no stream folder (an empty folder is an empty log). The reason names what
+    was expected."""
+    norm = os.path.normpath(os.path.abspath(path))
+    parent, name = os.path.split(norm)
+    cmd = _command_name()
+    if _is_stream_folder(norm):
+        return (f"{path} is the folder of stream {name!r}, not a log; pass its log and the stream name: "
+                f"{cmd} {parent} {name}")
+    m = _PART_DIR.match(name)
+    if m and _is_stream_folder(parent):
+        root, stream = os.path.split(parent)
+        return (f"{path} is the folder of part {int(m.group(1))} of stream {stream!r}, not a log; pass its log "
+                f"and the stream name: {cmd} {root} {stream}")
+    if not must_be_log:
+        return None
+    try:
+        names = [n for n in os.listdir(norm) if not n.startswith(".")]
+    except OSError:
+        return None  # reading it reports the error
+    if names and not any(_looks_like_stream_folder(os.path.join(norm, n)) for n in names):
+        return (f"{path} is not a log: it holds no stream folder (<stream>/{_HEADER_FILE}); pass the folder "
+                "that holds the stream folders")
+    return None
+
+
 def open_uri(uri: str, *, must_exist: bool = True, **options: Any) -> Log:
     """Open the log at ``uri`` for the CLI. A malformed URI is a usage error; a local directory that does not
-    exist is a log error when ``must_exist`` (reading commands), so a typo is not shown as an empty log."""
+    exist is a log error when ``must_exist`` (reading commands), so a typo is not shown as an empty log. A
+    local path that is not a log — a file, a stream's or a part's folder, or (when ``must_exist``) a folder
+    holding no stream — is a usage error naming what was expected (``not_a_log``)."""
     try:
         log = open_log(uri, **options)
     except InvalidURIError as e:
         raise click.BadParameter(e.reason, param_hint=repr(uri)) from None
     path = local_path(uri)
-    if must_exist and path is not None and not os.path.isdir(path):
+    if path is None:
+        return log
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise click.UsageError(f"{path} is not a log: a log is a folder (of stream folders), this is a "
+                               f"{_file_kind(path)}")
+    if must_exist and not os.path.isdir(path):
         raise EventLogError(f"no log at {uri}: {path} is not a directory")
+    if os.path.isdir(path):
+        reason = not_a_log(path, must_be_log=must_exist)
+        if reason is not None:
+            raise click.UsageError(reason)
     return log
+
+
+def _file_kind(path: str) -> str:
+    """What ``path`` is, in words: ``regular file``, ``directory``, ``fifo``, ``device``, ``socket``,
+    ``broken symbolic link``."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "broken symbolic link" if os.path.islink(path) else "missing file"
+    except OSError as e:
+        return f"file that cannot be read ({e.strerror})"
+    if stat.S_ISREG(mode):
+        return "regular file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
+
+
+def check_output_file(path: str, option: str, *, force: bool | None) -> None:
+    """Refuse an output ``path`` the CLI must not write: anything but a regular file (a directory, fifo,
+    device or socket, or a symbolic link to one — a fifo would block, a device would be replaced or written
+    into). An existing regular file is overwritten only with ``force`` (``force=None``: always, for options
+    without ``--force``). Usage errors naming ``option``."""
+    if not os.path.lexists(path):
+        return
+    kind = _file_kind(path)
+    if kind != "regular file":
+        link = " (through a symbolic link)" if os.path.islink(path) and kind != "broken symbolic link" else ""
+        raise click.BadParameter(f"{path} is a {kind}{link}; only regular files are written or overwritten",
+                                 param_hint=option)
+    if force is False:
+        raise click.UsageError(f"{path} exists; pass --force to overwrite it")
 
 
 def stream_header(log: Log, stream: str) -> StreamHeader:

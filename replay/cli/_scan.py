@@ -11,19 +11,22 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.errors import ProgressError
+from eventlog.antichain import Antichain
 from eventlog.events import Entry, Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartReader, PartStats
 from eventlog.time import Time
 from replay.replayer import order_key
+from replay.rules import PartProgress
 
 
 class PartCursor:
     """Reads one part from ``start`` (default: its first event) up to ``end`` (exclusive, default: no end),
     tracking the part's frontier; with ``start`` past the first event, the frontier is first restored from
-    the Progress events before it. ``progress_only`` skips Messages events without decoding them."""
+    the Progress events before it. ``progress_only`` skips Messages events without decoding them.
+
+    Every event applied is checked against timely's progress rules (``replay.rules``): a broken rule raises
+    ``ProgressError`` naming the stream, part and sequence id (``replay verify`` reports them all)."""
 
     def __init__(
         self,
@@ -41,7 +44,7 @@ class PartCursor:
         stats = log.part_stats(header.stream, part)
         self.first_seq = stats.first_seq
         self.start = stats.first_seq if start is None else max(start, stats.first_seq)
-        self._frontier = MutableAntichain([(header.time_type.minimum, 1)])
+        self._rules = PartProgress(header.time_type.minimum, stream=header.stream, part=part)
         if self.start > stats.first_seq:
             with log.reader(header.stream, part, start=stats.first_seq, progress_only=True) as r:
                 for entry in r:
@@ -53,20 +56,17 @@ class PartCursor:
         """The sequence id of the last event read (``start - 1`` before the first)."""
 
     def _update_frontier(self, entry: Entry) -> None:
-        try:
-            self._frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
-        except ProgressError as e:
-            raise ProgressError(e.reason, stream=self.header.stream, part=self.part, seq=entry.seq) from None
+        self._rules.progress(entry.seq, entry.event.updates)  # type: ignore[union-attr]
 
     @property
     def frontier(self) -> Antichain:
         """The part's frontier after the events read so far."""
-        return self._frontier.frontier
+        return self._rules.frontier
 
     @property
     def finished(self) -> bool:
         """True once the part's frontier is empty (it writes nothing more)."""
-        return self._frontier.frontier.is_empty()
+        return self._rules.finished
 
     @property
     def next_seq(self) -> int:
@@ -105,8 +105,11 @@ class PartCursor:
             yield entry
 
     def apply(self, entry: Entry) -> None:
-        """Account for ``entry`` having been taken: its Progress updates change the part's frontier."""
-        if not isinstance(entry.event, Messages):
+        """Account for ``entry`` having been taken: its Progress updates change the part's frontier; a
+        Messages event must be in advance of it. Raises ``ProgressError`` when the entry breaks a rule."""
+        if isinstance(entry.event, Messages):
+            self._rules.messages(entry.seq, entry.event.time)
+        else:
             self._update_frontier(entry)
         self.last_seq = entry.seq
 

@@ -3,11 +3,13 @@ and JSON lines. Each row is a record plus ``_time`` (int64, or list<int64> for p
 (int32) and ``_seq`` (int64, the event's sequence id in its part).
 
 A sink writes to a temporary file beside ``path`` and renames it into place on ``close``, so a failed or
-interrupted export leaves no partial file.
+interrupted export leaves no partial file; it never replaces anything but a regular file (a symbolic link
+to one is replaced by the new file, its target is left alone).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from typing import Any, Protocol
@@ -75,6 +77,10 @@ class _FileSink:
 
     def close(self) -> None:
         self._finish()
+        if os.path.lexists(self.path) and not os.path.isfile(self.path):  # it changed since export checked it
+            os.unlink(self.tmp)
+            raise FileExistsError(errno.EEXIST, "exists and is not a regular file; the export was not written",
+                                  self.path)
         os.replace(self.tmp, self.path)
 
     def abort(self) -> None:

@@ -19,6 +19,7 @@ from replay.copy import copy as copy_stream
 from ._common import (
     TIME,
     as_time,
+    check_output_file,
     frontier_text,
     note,
     open_uri,
@@ -138,7 +139,8 @@ class _CopyWatch:
 @click.option("--until", type=TIME, help="Only times t that are not >= UNTIL.")
 @click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64", show_default=True,
               help="How binary values are written in jsonl.")
-@click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
+@click.option("--force", is_flag=True, help="Overwrite PATH if it is an existing regular file (never a device, fifo, "
+              "directory or a symbolic link to one).")
 def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, since: Any, until: Any,
            binary: str, force: bool) -> None:
     """Write the records of STREAM to PATH as a plain file other tools read: Parquet, an Arrow IPC file,
@@ -156,8 +158,7 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
         if fmt is None:
             raise click.BadParameter(f"cannot tell the format from {path!r}: pass --to "
                                      f"{'|'.join(EXPORT_FORMATS)}", param_hint="'--to'")
-    if os.path.exists(path) and not force:
-        raise click.UsageError(f"{path} exists; pass --force to overwrite it")
+    check_output_file(path, "PATH", force=force)
     log = open_uri(uri)
     header = stream_header(log, stream)
     since_t, until_t = as_time(since, header, "--since"), as_time(until, header, "--until")

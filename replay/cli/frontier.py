@@ -15,6 +15,7 @@ from eventlog.header import StreamHeader
 from eventlog.log import Log
 
 from ._common import (
+    check_output_file,
     frontier_json,
     frontier_text,
     note,
@@ -99,7 +100,8 @@ def _updates_text(updates: tuple) -> str:
 @click.argument("uri")
 @click.argument("stream")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, writable=True),
-              help="Write a plot instead of the table: FILE.png, FILE.svg or FILE.html (self-contained).")
+              help="Write a plot instead of the table: FILE.png, FILE.svg or FILE.html (self-contained); "
+                   "an existing regular file is overwritten, anything else refused.")
 @click.option("--moves-only", is_flag=True, help="Table: only the events that moved the stream's frontier.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_json: bool) -> None:
@@ -118,6 +120,8 @@ def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_
     """
     if plot_path is not None and os.path.splitext(plot_path)[1].lower() not in PLOT_SUFFIXES:
         raise click.BadParameter(f"the plot file must end in {', '.join(PLOT_SUFFIXES)}", param_hint="'--plot'")
+    if plot_path is not None:
+        check_output_file(plot_path, "'--plot'", force=None)
     log = open_uri(uri)
     header = stream_header(log, stream)
     history = frontier_history(log, header)

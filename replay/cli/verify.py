@@ -1,13 +1,17 @@
 """``replay verify``: check a log end to end — headers, checksums, sequence continuity, the progress rules,
 torn tails — and, for file logs on the local disk, the directory layout of FORMAT.md.
 
-Each problem names its kind and where it is (stream, part, seq, byte offset, file). After damage inside
-a part, reading resumes after the damaged event (or at the next segment of a file log) to find more, but
-the progress rules are no longer checked for that part (its frontier is unknown from then on).
+Each problem names its kind and where it is (stream, part, seq, byte offset, file), and verify goes on: an
+unreadable header is a problem of its stream only, and after damage inside a part — whatever the reader
+raised — reading resumes after the damaged event (or at the next segment of a file log) to find more, but
+the progress rules are no longer checked for that part (its frontier is unknown from then on). Every
+Messages event is decoded and its record batch validated in full; file logs are also asked for what their
+own check of a part's files finds (``FileLog.check_part``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -18,12 +22,14 @@ from rich.table import Table
 from rich.text import Text
 
 from connectors.files import FileLog
+from connectors.files import index as ix
 from connectors.memory import MemoryLog
-from eventlog.antichain import Antichain, MutableAntichain
+from eventlog.antichain import Antichain
 from eventlog.errors import CorruptLogError, EventLogError, ProgressError, SequenceError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartStats
+from replay.rules import PartProgress
 
 from ._common import (
     EXIT_DIFFERENT,
@@ -35,7 +41,6 @@ from ._common import (
     progress,
     print_rich,
     stream_header,
-    time_text,
     warn,
 )
 
@@ -93,6 +98,8 @@ class PartReport:
     frontier: Antichain | None = None
     """The part's frontier, None when it could not be followed (damage or missing events)."""
     problems: list[Problem] = field(default_factory=list)
+    truncated: bool = False
+    """True when verify stopped reading the part after ``MAX_PROBLEMS_PER_PART`` problems (more may follow)."""
 
 
 class _PartChecker:
@@ -101,47 +108,44 @@ class _PartChecker:
     def __init__(self, header: StreamHeader, report: PartReport, track_progress: bool) -> None:
         self.header = header
         self.report = report
-        self.counts: MutableAntichain | None = (
-            MutableAntichain([(header.time_type.minimum, 1)]) if track_progress else None
+        self.rules: PartProgress | None = (
+            PartProgress(header.time_type.minimum, stream=header.stream, part=report.part) if track_progress else None
         )
 
-    def problem(self, kind: str, message: str, seq: int) -> None:
-        self.report.problems.append(Problem(kind, message, self.header.stream, self.report.part, seq))
+    def problem(self, kind: str, message: str, seq: int, **where: Any) -> None:
+        self.report.problems.append(Problem(kind, message, self.header.stream, self.report.part, seq, **where))
 
     def lose_track(self) -> None:
         """Stop checking progress rules: events were skipped, so the frontier is unknown."""
-        self.counts = None
+        self.rules = None
 
-    def check(self, entry: Entry) -> None:
+    def check(self, entry: Entry, locate: Callable[[int], tuple[str | None, int | None]]) -> None:
+        """Check one event; ``locate(seq)`` gives the file and byte offset of an event (for reports)."""
         ev, seq = entry.event, entry.seq
         if isinstance(ev, Messages):
-            if ev.records.num_rows == 0:
+            records = ev.records
+            try:  # every batch handed out must be safe to read: buffers as long as the row count says
+                records.validate(full=True)
+            except (ValueError, TypeError, OSError) as e:  # pyarrow.ArrowInvalid is a ValueError
+                path, offset = locate(seq)
+                self.problem("corrupt", f"Messages event does not hold valid records: {e}", seq, offset=offset,
+                             path=path)
+                return
+            if records.num_rows == 0:
                 self.problem("messages", "Messages event without records", seq)
-            if not ev.records.schema.equals(self.header.schema, check_metadata=False):
+            if not records.schema.equals(self.header.schema, check_metadata=False):
                 self.problem("messages", "records do not have the stream's schema", seq)
-            if self.counts is not None and not self.counts.less_equal(ev.time):
-                f = self.counts.frontier
-                self.problem("progress", f"messages at time {time_text(ev.time)} behind the part's frontier "
-                             f"{frontier_text(f)}" if f else f"messages at time {time_text(ev.time)} after the part "
-                             "finished", seq)
+            if self.rules is not None:
+                for e in self.rules.messages_problems(seq, ev.time):
+                    self.problem("progress", e.reason, seq)
             return
-        times = [t for t, _ in ev.updates]
-        if times != sorted(set(times)) or any(d == 0 for _, d in ev.updates):
-            self.problem("progress", "progress updates are not sorted, unique and non-zero", seq)
-        if self.counts is None:
+        if self.rules is None:
+            times = [t for t, _ in ev.updates]
+            if times != sorted(set(times)) or any(d == 0 for _, d in ev.updates):
+                self.problem("progress", "progress updates are not sorted by time, unique and non-zero", seq)
             return
-        before = self.counts.frontier
-        if before.is_empty():
-            self.problem("progress", "progress after the part finished", seq)
-        try:
-            self.counts.update_iter(ev.updates)
-        except ProgressError as e:
-            self.problem("progress", f"negative capability count: {e.reason}", seq)
-            return
-        after = self.counts.frontier
-        if not before.dominates(after):
-            self.problem("progress", f"frontier moves backwards from {frontier_text(before)} to "
-                         f"{frontier_text(after)}", seq)
+        for e in self.rules.progress_problems(seq, ev.updates):
+            self.problem("progress", e.reason, seq)
 
 
 def _resume_at(log: Log, stream: str, part: int, e: EventLogError, tried: set[int]) -> int | None:
@@ -155,7 +159,10 @@ def _resume_at(log: Log, stream: str, part: int, e: EventLogError, tried: set[in
         if pos is None and e.path and os.path.basename(e.path).split(".")[0].isdigit():
             pos = int(os.path.basename(e.path).split(".")[0])
         if pos is not None:
-            later = [s for s in log.segments(stream, part) if s > pos]
+            try:
+                later = [s for s in log.segments(stream, part) if s > pos]
+            except Exception:  # noqa: BLE001 - the part folder cannot be listed: nothing more to read
+                later = []
             if later:
                 candidates.append(later[0])
     for c in candidates:
@@ -165,9 +172,57 @@ def _resume_at(log: Log, stream: str, part: int, e: EventLogError, tried: set[in
     return None
 
 
+def _suffix(header: StreamHeader) -> str:
+    return ".arrows" if header.encoding == "arrow" else ".avro"
+
+
+def _segment_of(log: Log, header: StreamHeader, part: int, seq: int) -> str | None:
+    """File logs: the segment file that holds (or would hold) event ``seq`` of ``part``; None otherwise."""
+    if not isinstance(log, FileLog):
+        return None
+    try:
+        firsts = [s for s in log.segments(header.stream, part) if s <= seq]
+    except Exception:  # noqa: BLE001 - only a hint for the report
+        return None
+    if not firsts:
+        return None
+    return os.path.join(log.root, header.stream, f"part-{part:05d}", f"{firsts[-1]:020d}{_suffix(header)}")
+
+
+def _event_place(log: Log, header: StreamHeader, part: int, seq: int) -> tuple[str | None, int | None]:
+    """File logs: the segment holding event ``seq`` and the byte offset of its body (from the index, on the
+    local disk); ``(None, None)`` when unknown."""
+    path = _segment_of(log, header, part, seq)
+    if path is None or isinstance(log, MemoryLog) or local_path(log.uri) is None:
+        return path, None
+    first = int(os.path.basename(path).split(".")[0])
+    try:
+        with open(os.path.splitext(path)[0] + ".index", "rb") as f:
+            f.seek(ix.HEADER_SIZE + (seq - first) * ix.ENTRY_SIZE)
+            raw = f.read(ix.ENTRY_SIZE)
+        entry = ix.unpack_entry(raw, 0) if len(raw) == ix.ENTRY_SIZE else None
+    except (OSError, ValueError):
+        entry = None
+    return path, (entry.offset if entry is not None and entry.seq == seq else None)
+
+
+def _unexpected_error(log: Log, header: StreamHeader, part: int, seq: int, e: Exception) -> CorruptLogError:
+    """An error that is no ``EventLogError`` (a reader bug, or damage a decoder did not type), as a
+    ``CorruptLogError`` at the place reading stopped."""
+    return CorruptLogError(f"cannot read the part here: {type(e).__name__}: {e}", stream=header.stream, part=part,
+                           path=_segment_of(log, header, part, seq))
+
+
+def _add(problems: list[Problem], p: Problem) -> None:
+    """Append ``p`` unless the same problem is there (the same damage met again on another pass)."""
+    if not any(q == p for q in problems):
+        problems.append(p)
+
+
 def verify_part(log: Log, header: StreamHeader, part: int, advance: Callable[[int], None]) -> PartReport:
-    """Read one part entirely, checking checksums (the reader does), continuity, the progress rules and
-    the Messages events; report a torn tail."""
+    """Read one part entirely, decoding every event (every record batch is validated), checking checksums
+    (the reader does), continuity, the progress rules and the Messages events; report a torn tail. Damage
+    is reported and reading resumes after it; no error escapes (verify goes on to the next part)."""
     stream = header.stream
     report = PartReport(stream, part)
     stats: PartStats | None = None
@@ -178,6 +233,8 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Callable[[in
     except OSError as e:  # a file the log expected is missing; reading may still find the events
         report.problems.append(Problem("layout", f"cannot size the part: {e.strerror or e}", stream, part,
                                        path=e.filename))
+    except Exception as e:  # noqa: BLE001 - reported; reading may still find the events
+        report.problems.append(_from_error(_unexpected_error(log, header, part, 1, e), stream, part))
     first_seq = stats.first_seq if stats is not None else 1
     checker = _PartChecker(header, report, track_progress=first_seq == 1)
     if first_seq > 1:
@@ -186,9 +243,14 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Callable[[in
     start = expected = first_seq
     report.last_seq = start - 1
     tried: set[int] = set()
-    while len(report.problems) < MAX_PROBLEMS_PER_PART:
-        reader = log.reader(stream, part, start=start)
+    locate = functools.partial(_event_place, log, header, part)
+    while True:
+        if len(report.problems) >= MAX_PROBLEMS_PER_PART:  # damage after damage: move on to the next part
+            report.truncated = True
+            break
+        reader = None
         try:
+            reader = log.reader(stream, part, start=start)
             for _ in range(_PASSES):  # a pass that read events may not report a torn tail behind them
                 read = 0
                 for entry in reader:
@@ -200,36 +262,91 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Callable[[in
                         checker.lose_track()
                     expected = report.last_seq = entry.seq
                     expected += 1
-                    checker.check(entry)
+                    checker.check(entry, locate)
                 if not read:
                     break
             if reader.tail_problem:
                 checker.problem("torn-tail", f"torn tail: {reader.tail_problem}", expected)
             break
-        except EventLogError as e:
-            report.problems.append(_from_error(e, stream, part))
+        except Exception as e:  # noqa: BLE001 - every error is reported; verify goes on after it
+            err = e if isinstance(e, EventLogError) else _unexpected_error(log, header, part, expected, e)
+            _add(report.problems, _from_error(err, stream, part))
             checker.lose_track()
-            resume = _resume_at(log, stream, part, e, tried)
+            resume = _resume_at(log, stream, part, err, tried)
             if resume is None:
                 break
             start = expected = resume
         finally:
-            reader.close()
+            if reader is not None:
+                reader.close()
     if stats is not None and not report.problems and report.last_seq + 1 < stats.next_seq:
         checker.problem("gap", f"the log reports events up to seq {stats.next_seq - 1}, but reading stopped after "
                         f"seq {report.last_seq}", report.last_seq + 1)
-    report.frontier = checker.counts.frontier if checker.counts is not None else None
+    report.frontier = checker.rules.frontier if checker.rules is not None else None
     return report
+
+
+def _file_kind(e: EventLogError) -> str:
+    """The problem kind of an error ``FileLog.check_part`` found."""
+    kind = getattr(e, "kind", None)
+    if kind in KINDS:
+        return kind
+    reason = e.reason.lower()
+    if "torn" in reason:
+        return "torn-tail"
+    if any(w in reason for w in ("orphan", "without its", "without an index", "no index", "missing")):
+        return "layout"
+    return "corrupt"
+
+
+def _same_place(p: Problem, q: Problem) -> bool:
+    """True when ``p`` and ``q`` report the same thing: one torn tail per part, or the same file and event."""
+    if (p.stream, p.part) != (q.stream, q.part):
+        return False
+    if p.kind == q.kind == "torn-tail":
+        return True
+    return (p.path is not None and p.path == q.path and (p.seq is None or q.seq is None or p.seq == q.seq)
+            and (p.offset is None or q.offset is None or p.offset == q.offset))
+
+
+def file_problems(log: Log, header: StreamHeader, part: int, known: list[Problem]) -> list[Problem]:
+    """File logs: what ``FileLog.check_part`` finds in the part's files (index and segment disagreeing,
+    orphan index, torn tail, damaged prefix, …), leaving out what reading the part already reported."""
+    check = getattr(log, "check_part", None)
+    if check is None:
+        return []
+    try:
+        found = list(check(header.stream, part))
+    except Exception as e:  # noqa: BLE001 - reported, verify goes on
+        err = e if isinstance(e, EventLogError) else _unexpected_error(log, header, part, 1, e)
+        found = [err]
+    out: list[Problem] = []
+    for e in found:
+        p = _from_error(e, header.stream, part)
+        p.kind = _file_kind(e) if not isinstance(e, (SequenceError, ProgressError)) else p.kind
+        if not any(_same_place(p, q) for q in known + out):
+            out.append(p)
+    return out
+
+
+def _header_problem(log: Log, stream: str, e: Exception) -> Problem:
+    """An unreadable or damaged stream header, as a "header" problem naming its file where known."""
+    path = getattr(e, "path", None)
+    if path is None and isinstance(log, FileLog) and not isinstance(log, MemoryLog):
+        path = os.path.join(log.root, stream, "header.json")
+    reason = e.reason if isinstance(e, EventLogError) else f"{type(e).__name__}: {e}"
+    return Problem("header", f"cannot read the stream header: {reason}", stream, path=path)
 
 
 _PART_DIR = re.compile(r"^part-(\d{5})$")
 _SEGMENT = re.compile(r"^(\d{20})\.(arrows|avro|index)$")
 
 
-def layout_problems(log: FileLog, streams: list[str], whole_log: bool) -> list[Problem]:
+def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: bool) -> list[Problem]:
     """File logs on the local disk: folders and files against FORMAT.md's layout — every segment has its
-    index and every index its segment, part folders match the stream's peers, no stray files; with
-    ``whole_log``, folders that look like streams but have no header."""
+    index and every index its segment, part folders match the stream's peers and segments its encoding (else
+    the header disagrees with the parts), no stray files; with ``whole_log``, folders that look like streams
+    but have no header."""
     root = local_path(log.uri)
     if isinstance(log, MemoryLog) or root is None or not os.path.isdir(log.root):
         return []
@@ -237,39 +354,68 @@ def layout_problems(log: FileLog, streams: list[str], whole_log: bool) -> list[P
     if whole_log:
         for name in sorted(os.listdir(log.root)):
             d = os.path.join(log.root, name)
-            if name not in streams and os.path.isdir(d) and any(_PART_DIR.match(x) for x in os.listdir(d)):
+            if name not in headers and not os.path.exists(os.path.join(d, "header.json")) and _has_parts(d):
                 problems.append(Problem("layout", "stream folder without header.json", name, path=d))
-    for stream in streams:
-        try:
-            header = log.header(stream)
-        except EventLogError:
-            continue  # reported as a header problem
-        suffix = ".arrows" if header.encoding == "arrow" else ".avro"
+    for stream, header in headers.items():
         sdir = os.path.join(log.root, stream)
-        for name in sorted(os.listdir(sdir)):
+        try:
+            names = sorted(os.listdir(sdir))
+        except OSError as e:
+            problems.append(Problem("layout", f"cannot list the stream folder: {e.strerror or e}", stream, path=sdir))
+            continue
+        for name in names:
             m = _PART_DIR.match(name)
             path = os.path.join(sdir, name)
             if m and int(m.group(1)) >= header.peers:
-                problems.append(Problem("layout", f"part folder beyond the stream's {header.peers} peers", stream,
-                                        int(m.group(1)), path=path))
+                if _holds_segments(path):
+                    problems.append(Problem("header", f"the header says peers {header.peers}, but part folder "
+                                            f"{name} holds segments: the header disagrees with the parts", stream,
+                                            int(m.group(1)), path=path))
+                else:
+                    problems.append(Problem("layout", f"part folder beyond the stream's {header.peers} peers",
+                                            stream, int(m.group(1)), path=path))
             elif not m and name != "header.json" and not name.endswith(".tmp"):
                 problems.append(Problem("layout", "unexpected file in the stream folder", stream, path=path))
         for part in range(header.peers):
-            problems += _part_layout(stream, part, os.path.join(sdir, f"part-{part:05d}"), suffix)
+            problems += _part_layout(header, part, os.path.join(sdir, f"part-{part:05d}"))
     return problems
 
 
-def _part_layout(stream: str, part: int, pdir: str, suffix: str) -> list[Problem]:
+def _has_parts(d: str) -> bool:
+    try:
+        return os.path.isdir(d) and any(_PART_DIR.match(x) for x in os.listdir(d))
+    except OSError:
+        return False
+
+
+def _holds_segments(d: str) -> bool:
+    try:
+        return any(_SEGMENT.match(x) for x in os.listdir(d))
+    except OSError:
+        return False
+
+
+def _part_layout(header: StreamHeader, part: int, pdir: str) -> list[Problem]:
+    stream, suffix = header.stream, _suffix(header)
     if not os.path.isdir(pdir):
         return []
     data, index, problems = {}, {}, []
-    for name in sorted(os.listdir(pdir)):
+    try:
+        names = sorted(os.listdir(pdir))
+    except OSError as e:
+        return [Problem("layout", f"cannot list the part folder: {e.strerror or e}", stream, part, path=pdir)]
+    for name in names:
         m = _SEGMENT.match(name)
         path = os.path.join(pdir, name)
         if m and "." + m.group(2) == suffix:
             data[int(m.group(1))] = path
         elif m and m.group(2) == "index":
             index[int(m.group(1))] = path
+        elif m:
+            other = "avro" if m.group(2) == "avro" else "arrow"
+            problems.append(Problem("header", f"segment in the {other} encoding, but the header says "
+                                    f"{header.encoding}: the header disagrees with the parts", stream, part,
+                                    int(m.group(1)), path=path))
         elif name != ".lock":
             problems.append(Problem("layout", "unexpected file in the part folder", stream, part, path=path))
     newest = max(data, default=None)
@@ -281,7 +427,7 @@ def _part_layout(stream: str, part: int, pdir: str, suffix: str) -> list[Problem
             else:
                 problems.append(Problem("layout", "segment without its index", stream, part, first, path=path))
     for first, path in index.items():
-        if first not in data:
+        if first not in data and not any(p.seq == first and p.kind == "header" for p in problems):
             problems.append(Problem("layout", "index without its segment", stream, part, first, path=path))
     return problems
 
@@ -291,13 +437,18 @@ def _part_layout(stream: str, part: int, pdir: str, suffix: str) -> list[Problem
 @click.argument("stream", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def verify(uri: str, stream: str | None, as_json: bool) -> None:
-    """Check every stream of the log at URI (or only STREAM): headers; every event's checksum and decoding;
-    sequence ids without gaps; the progress rules (counts never negative, frontiers never moving back,
-    no Messages behind the part's frontier or after it finished); torn tails; and, for file logs, the
-    folder layout (every segment with its index, no stray part folders).
+    """Check every stream of the log at URI (or only STREAM): headers; every event's checksum and decoding
+    (every record batch is validated); sequence ids without gaps; the progress rules (counts never
+    negative, capabilities never added behind the part's frontier, no Messages behind the part's frontier,
+    nothing after the part finished); torn tails; and, for file logs, the files of each part (index against
+    segment) and the folder layout (every segment with its index, part folders and segments matching the
+    header's peers and encoding).
 
-    Exit 0 when nothing is wrong, 1 with each problem and where it is (stream, part, seq, byte offset,
-    file). A log being written may show a torn tail at the end of a part while an event is half written.
+    Every problem is reported with where it is (stream, part, seq, byte offset, file), and verify goes on:
+    after damage it resumes reading behind it, an unreadable header is a problem of that stream only.
+    Exit 0 when nothing is wrong, 1 when problems were found, 2 when URI is not a log (a stream's or a
+    part's folder, a file, a folder without streams). A log being written may show a torn tail at the end
+    of a part while an event is half written.
 
     \b
     Example:
@@ -306,46 +457,64 @@ def verify(uri: str, stream: str | None, as_json: bool) -> None:
     """
     log = open_uri(uri)
     streams = log.streams()
+    problems: list[Problem] = []
     if stream is not None:
         if stream not in streams:
-            stream_header(log, stream)  # a log error naming the streams there are
-        streams = [stream]
-    problems: list[Problem] = []
+            headless = _headless_stream(log, stream)
+            if headless is None:
+                stream_header(log, stream)  # a log error naming the streams there are
+            else:
+                problems.append(headless)
+        streams = [stream] if not problems else []
     reports: list[PartReport] = []
     headers: dict[str, StreamHeader] = {}
     for s in streams:
         try:
             headers[s] = log.header(s)
-        except EventLogError as e:
-            problems.append(Problem("header", e.reason, s, path=e.path))
+        except Exception as e:  # noqa: BLE001 - a damaged header is a problem of its stream; verify goes on
+            problems.append(_header_problem(log, s, e))
     total = 0
     for s, h in headers.items():
         try:
             total += sum(log.part_stats(s, p).events for p in range(h.peers))
-        except (EventLogError, OSError):
-            pass  # verify_part reports it
+        except Exception:  # noqa: BLE001 - only for the progress bar; verify_part reports it
+            pass
+    layout: list[Problem] = []
+    if isinstance(log, FileLog):
+        layout = layout_problems(log, headers, whole_log=stream is None)
     with progress("verifying", total) as advance:
         for h in headers.values():
             for p in range(h.peers):
                 report = verify_part(log, h, p, advance)
+                own_layout = [q for q in layout if (q.stream, q.part) == (h.stream, p)]
+                report.problems += file_problems(log, h, p, report.problems + own_layout)
                 reports.append(report)
                 problems += report.problems
-    if isinstance(log, FileLog):
-        problems += layout_problems(log, list(headers), whole_log=stream is None)
+    problems += layout
     if as_json:
         print_json({
             "ok": not problems,
             "parts": [{"stream": r.stream, "part": r.part, "events": r.events, "last_seq": r.last_seq,
                        "frontier": frontier_json(r.frontier) if r.frontier is not None else None,
-                       "problems": len(r.problems)} for r in reports],
+                       "problems": len(r.problems), "truncated": r.truncated} for r in reports],
             "problems": [p.to_json() for p in problems],
         })
     else:
         _print_report(log, reports, problems, len(headers))
-    if not streams:
+    if not streams and not problems:
         warn(f"no streams in log {log.uri}")
     if problems:
         raise click.exceptions.Exit(EXIT_DIFFERENT)
+
+
+def _headless_stream(log: Log, stream: str) -> Problem | None:
+    """A "layout" problem when ``stream``'s folder exists in a local file log but has no header.json."""
+    if not isinstance(log, FileLog) or isinstance(log, MemoryLog) or local_path(log.uri) is None:
+        return None
+    d = os.path.join(log.root, stream)
+    if os.path.basename(os.path.normpath(d)) != stream or not _has_parts(d):
+        return None
+    return Problem("layout", "stream folder without header.json", stream, path=d)
 
 
 def _print_report(log: Log, reports: list[PartReport], problems: list[Problem], n_streams: int) -> None:
@@ -355,7 +524,9 @@ def _print_report(log: Log, reports: list[PartReport], problems: list[Problem], 
         for c in ("stream", "part", "events", "last seq", "frontier", "status"):
             table.add_column(c, justify="right" if c in ("part", "events", "last seq") else "left")
         for r in reports:
-            status = Text("ok", style="green") if not r.problems else Text(f"{len(r.problems)} problem(s)", style="red")
+            status = Text("ok", style="green") if not r.problems else Text(
+                f"{len(r.problems)} problem(s)" + (" (stopped reading: more may follow)" if r.truncated else ""),
+                style="red")
             f = frontier_text(r.frontier) if r.frontier is not None else "unknown"
             table.add_row(Text(r.stream), str(r.part), str(r.events), str(r.last_seq), Text(f), status)
         out.append(table)
