@@ -19,7 +19,8 @@ demo: $(STAMP)
 
 KAFKA_PORT ?= 19092
 
-# the Kafka tests run against a real local broker, started for the run and stopped after it
+# the Kafka tests run against Apache Kafka (one local broker, KRaft), started for the run and stopped after it;
+# the first run fetches Kafka's jars through Maven into ~/.cache/eventlog (needs Java 17 and Maven)
 test: $(STAMP)
 	$(PY) tools/kafka-broker start --port $(KAFKA_PORT)
 	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \

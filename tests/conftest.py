@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 import sys
 import uuid
 
@@ -14,6 +13,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # the tests import the project whether or not it is installed
     sys.path.insert(0, ROOT)
+
+from tests.kafka_cluster import KafkaCluster  # noqa: E402
 
 _memory_names = itertools.count()
 
@@ -26,19 +27,33 @@ def schema() -> pa.Schema:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> str:
-    """``host:port`` of a real Kafka-protocol broker: $EVENTLOG_KAFKA (``make test`` starts one), else a
-    local broker this test session starts with tools/kafka-broker and stops at its end."""
+    """``host:port`` of a real Kafka cluster: $EVENTLOG_KAFKA (``make test`` starts one), else a one-broker
+    Apache Kafka cluster this test session starts with tools/kafka-broker and stops (deleting its data) at its
+    end."""
     env = os.environ.get("EVENTLOG_KAFKA")
     if env:
         yield env
         return
-    port = "19192"
-    tool = [sys.executable, os.path.join(ROOT, "tools", "kafka-broker")]
-    subprocess.run([*tool, "start", "--port", port], check=True)
+    cluster = KafkaCluster(port=19192, brokers=1)
+    cluster.start()
     try:
-        yield f"127.0.0.1:{port}"
+        yield cluster.bootstrap
     finally:
-        subprocess.run([*tool, "stop", "--port", port], check=False)
+        cluster.run("stop", check=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3() -> KafkaCluster:
+    """A three-broker Apache Kafka cluster (KRaft, replication factor 3, ``min.insync.replicas=2``) for failure
+    tests, on ports 19292-19294 (quorum 19295-19297): started the first time a test asks for it, stopped and
+    deleted at the end of the session. It has ``bootstrap`` and ``kill(n)``/``restart(n)`` of node n (1..3);
+    a test that kills a node restarts it before it ends."""
+    cluster = KafkaCluster(port=19292, brokers=3)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.run("stop", check=False)
 
 
 @pytest.fixture
