@@ -12,6 +12,8 @@ from .errors import (
     HeaderMismatchError,
     InvalidTimeError,
     InvalidURIError,
+    LimitError,
+    LogLimitError,
     PartLockedError,
     ProgressError,
     SchemaMismatchError,
@@ -28,7 +30,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Antichain", "ChangeBatch", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
-    "HeaderMismatchError", "INT64", "InvalidTimeError", "InvalidURIError", "Log", "Messages",
+    "HeaderMismatchError", "INT64", "InvalidTimeError", "InvalidURIError", "LimitError", "Log", "LogLimitError",
+    "Messages",
     "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",
     "SchemaMismatchError", "SequenceError", "StreamHeader", "StreamNotFoundError", "Time", "TimeType",
     "UnsupportedVersionError", "open_log",

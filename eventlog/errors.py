@@ -93,6 +93,16 @@ class CorruptLogError(EventLogError):
     """Bytes of the log fail their checksum or do not parse: a damaged segment, index or header."""
 
 
+class LimitError(EventLogError, ValueError):
+    """A size is over the format's limits (schemas/FORMAT.md, "Limits"): too many peers, records or bytes in
+    an event, too deep a schema, ... Raised on write, before anything is written."""
+
+
+class LogLimitError(LimitError, CorruptLogError):
+    """A log declares a size over the format's limits (a damaged or hostile header or event); readers
+    refuse it before allocating anything for it."""
+
+
 class SequenceError(EventLogError):
     """Sequence ids of a part are not contiguous (a gap), or a writer would reuse an id."""
 

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Union
 
-from .errors import InvalidTimeError
+from .errors import InvalidTimeError, LimitError
+from .limits import MAX_TIME_ARITY
 
 Time = Union[int, tuple[int, ...]]
 """A time: an ``int`` for ``int64`` streams, a tuple of ints for ``product:K`` streams."""
@@ -26,17 +27,29 @@ class TimeType:
 
     arity: int = 0
 
+    def __post_init__(self) -> None:
+        if isinstance(self.arity, bool) or not isinstance(self.arity, int) or self.arity < 0:
+            raise InvalidTimeError(f"time type arity must be an int >= 0 (0 for int64), got {self.arity!r}")
+        if self.arity > MAX_TIME_ARITY:
+            raise LimitError(f"product time arity is {self.arity}, over the format's limit of {MAX_TIME_ARITY}")
+
     @staticmethod
     def parse(spec: "str | TimeType") -> "TimeType":
-        """Parse ``"int64"`` or ``"product:K"`` (K ≥ 1)."""
+        """Parse ``"int64"`` or ``"product:K"`` (1 ≤ K ≤ ``limits.MAX_TIME_ARITY``); a larger K raises
+        LimitError, anything else InvalidTimeError."""
         if isinstance(spec, TimeType):
             return spec
         if spec == "int64":
             return INT64
-        m = _PRODUCT_RE.match(spec) if isinstance(spec, str) else None
+        m = _PRODUCT_RE.fullmatch(spec) if isinstance(spec, str) else None
         if not m:
-            raise InvalidTimeError(f"unknown time type {spec!r}: expected 'int64' or 'product:K'")
-        return TimeType(int(m.group(1)))
+            shown = spec if not isinstance(spec, str) or len(spec) <= 40 else spec[:40] + "..."
+            raise InvalidTimeError(f"unknown time type {shown!r}: expected 'int64' or 'product:K'")
+        digits = m.group(1)
+        if len(digits) > len(str(MAX_TIME_ARITY)):  # no int() of a huge digit string
+            shown = digits if len(digits) <= 20 else digits[:20] + "..."
+            raise LimitError(f"product time arity {shown} is over the format's limit of {MAX_TIME_ARITY}")
+        return TimeType(int(digits))
 
     @property
     def name(self) -> str:

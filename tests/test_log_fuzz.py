@@ -9,7 +9,6 @@ one. The long run (1M inputs) and its figures are in docs/reliability.md.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -21,17 +20,11 @@ SEED = int(os.environ.get("EVENTLOG_FUZZ_SEED", "20261123"))
 COUNT = int(os.environ.get("EVENTLOG_FUZZ_COUNT", "6000"))
 
 
-def _load_driver() -> Any:
-    path = Path(__file__).resolve().parent.parent / "tools" / "fuzz_log.py"
-    spec = importlib.util.spec_from_file_location("fuzz_log", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_log"] = mod  # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
+_TOOLS = str(Path(__file__).resolve().parent.parent / "tools")
+if _TOOLS not in sys.path:  # spawned fuzz workers import the driver by name (they inherit sys.path)
+    sys.path.insert(0, _TOOLS)
 
-
-fuzz_log = _load_driver()
+import fuzz_log  # noqa: E402
 
 
 @pytest.fixture(scope="module")

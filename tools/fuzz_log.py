@@ -286,6 +286,14 @@ def _mutate_json(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
         doc["peers"] = rng.choice([0, 2, 3, 1 << 20, 1 << 40, -5, "2", 2.0])
     else:
         doc["time"] = rng.choice(["int64", "product:3", "product:1000000000", "product:65", "float", "product:x"])
+    if rng.random() < 0.8:  # re-sealed, as a tool that edits a header on purpose would: the field checks answer
+        from eventlog.header import header_checksum
+
+        try:
+            doc["checksum"] = header_checksum(doc)
+        except Exception:  # noqa: BLE001 - a document the checksum cannot even be computed over stays unsealed
+            pass
+        return json.dumps(doc).encode(), f"json {key} (resealed)"
     return json.dumps(doc).encode(), f"json {key}"
 
 
@@ -343,23 +351,25 @@ def run_files(rng: random.Random, corpus: list[_Stream], workdir: str) -> str:
         with open(full, "wb") as f:
             f.write(data)
     truncated_tail = target == last_seg and ("truncate" in what or "delete" in what or "removed" in what)
-    before = _read_all(FileLog(root, sync="none"), s, allow_short=truncated_tail, what=what)
+    before, error = _read_all(FileLog(root, sync="none"), s, allow_short=truncated_tail, what=what)
     # a writer reopening the part may cut a torn tail, never an event a reader returned
     try:
         log = FileLog(root, sync="none")
         w = log.writer(s.name, 0)
         w.close()
         log.close()
-    except EventLogError:
-        return f"{s.name} {what}"
-    after = _read_all(FileLog(root, sync="none"), s, allow_short=truncated_tail, what=what)
+    except EventLogError as e:
+        raise (error or e) from None
+    after, error2 = _read_all(FileLog(root, sync="none"), s, allow_short=truncated_tail, what=what)
     if before is not None and after is not None and after < before:
         raise Finding("lost", f"{what}: readers saw {before} events before the writer reopened the part, {after} after")
+    if error or error2:
+        raise (error or error2)  # the damage was reported: the typed outcome
     return f"{s.name} {what}"
 
 
-def _read_all(log: Any, s: _Stream, *, allow_short: bool, what: str) -> int | None:
-    """Events read from part 0 (checked against the originals), or None when reading raised an EventLogError."""
+def _read_all(log: Any, s: _Stream, *, allow_short: bool, what: str) -> tuple[int | None, Exception | None]:
+    """Events read from part 0 (checked against the originals), or None and the EventLogError reading raised."""
     from eventlog.errors import EventLogError
 
     n = 0
@@ -375,13 +385,13 @@ def _read_all(log: Any, s: _Stream, *, allow_short: bool, what: str) -> int | No
             if not _events_equal(e.event, want):
                 raise Finding("wrong", f"{what}: seq {e.seq} differs from the event written")
             n += 1
-    except EventLogError:
-        return None
+    except EventLogError as e:
+        return None, e
     finally:
         log.close()
     if n < len(s.entries) and not allow_short:
         raise Finding("hidden", f"{what}: {n} of {len(s.entries)} events returned, no error")
-    return n
+    return n, None
 
 
 RUNNERS: dict[str, Callable[[random.Random, list[_Stream], str], str]] = {

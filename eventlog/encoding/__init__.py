@@ -25,7 +25,8 @@ class SegmentEncoder(Protocol):
     """Bytes that end a segment that is closed cleanly (may be empty)."""
 
     def encode(self, seq: int, event: Event) -> bytes:
-        """One event's body, carrying its sequence id."""
+        """One event's body, carrying its sequence id; an event over the format's limits raises LimitError
+        (and nothing is returned to write)."""
         ...
 
 
@@ -33,7 +34,9 @@ class SegmentDecoder(Protocol):
     """Decodes the bodies of one segment (made from that segment's prefix)."""
 
     def decode(self, body: memoryview | bytes) -> tuple[int, Event]:
-        """``(seq, event)`` from one body; damaged bytes raise CorruptLogError (location filled by caller)."""
+        """``(seq, event)`` from one body; damaged bytes raise CorruptLogError, sizes over the format's limits
+        LogLimitError (also a CorruptLogError), before anything is allocated for them (location filled by
+        the caller). A Messages event's batch is validated: safe to read."""
         ...
 
     def decode_at(self, segment: "pa.Buffer", offset: int, length: int) -> tuple[int, Event]:
@@ -68,7 +71,9 @@ class EventCodec(Protocol):
 
 
 def codec_for(header: StreamHeader) -> EventCodec:
-    """The codec of ``header.encoding`` for this stream."""
+    """The codec of ``header.encoding`` for this stream. Raises SchemaMismatchError if the encoding cannot
+    store ``header.schema`` (the avro encoding: uint64, float16, maps, unions, ...): call it before writing
+    anything of a new stream, so that a refused create leaves nothing behind."""
     if header.encoding == "arrow":
         from .arrow import ArrowCodec
 

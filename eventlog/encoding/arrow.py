@@ -13,9 +13,11 @@ import json
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from ..errors import CorruptLogError
+from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
+from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
+from .ipc_message import check_record_batch_message
 from .sink import DrainSink
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -54,13 +56,25 @@ class _ArrowSegmentEncoder:
         self._progress = _BodyWriter(schema, codec.prefix, ipc.IpcWriteOptions())
 
     def encode(self, seq: int, event: Event) -> bytes:
+        """One record-batch message holding ``event``; an event over the format's limits raises LimitError
+        (nothing is returned, so nothing is written)."""
+        where = {"stream": self._codec.header.stream, "seq": seq}
         if isinstance(event, Messages):
+            check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, **where)
             meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode()}
-            return self._messages.body(event.records, meta)
-        if isinstance(event, Progress):
+            body = self._messages.body(event.records, meta)
+        elif isinstance(event, Progress):
+            check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, **where)
             meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode()}
-            return self._progress.body(self._codec.empty_batch, meta)
-        raise TypeError(f"not an event: {event!r}")
+            body = self._progress.body(self._codec.empty_batch, meta)
+        else:
+            raise TypeError(f"not an event: {event!r}")
+        check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, **where)
+        try:  # what readers will check, so that every event written can be read
+            check_record_batch_message(memoryview(body))
+        except LogLimitError as e:
+            raise LimitError(e.reason, **where) from None  # type: ignore[arg-type]
+        return body
 
 
 class _ArrowSegmentDecoder:
@@ -73,15 +87,23 @@ class _ArrowSegmentDecoder:
 
     def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
         try:
-            reader = ipc.open_stream(pa.py_buffer(self._prefix + bytes(body)))
-            return self._event(*reader.read_next_batch_with_custom_metadata())
+            view = memoryview(body)
+            _check_message(view, 0, len(view))
+            source = pa.BufferReader(pa.py_buffer(self._prefix + bytes(view)))
+            reader = ipc.open_stream(source)
+            batch, meta = reader.read_next_batch_with_custom_metadata()
+            if source.tell() != len(self._prefix) + len(view):
+                raise ValueError(f"the event's IPC message ends at byte {source.tell() - len(self._prefix)}, "
+                                 f"not {len(view)}")
+            return self._event(batch, meta)
         except CorruptLogError:
             raise
-        except (pa.ArrowException, ValueError, KeyError, TypeError, StopIteration) as e:
-            raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {e}") from None
+        except _DECODE_ERRORS as e:
+            raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {str(e)[:300]}") from None
 
     def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
         try:
+            _check_message(memoryview(segment), offset, length)
             if segment is not self._segment:  # one stream reader per (mapped) segment, positioned per event
                 self._segment = segment
                 self._source = pa.BufferReader(segment)
@@ -94,32 +116,74 @@ class _ArrowSegmentDecoder:
             return self._event(batch, meta)
         except CorruptLogError:
             raise
-        except (pa.ArrowException, ValueError, KeyError, TypeError, StopIteration) as e:
+        except _DECODE_ERRORS as e:
             self._segment = None  # the reader's state is unknown after an error
-            raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {e}") from None
+            raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {str(e)[:300]}") from None
 
     def _event(self, batch: pa.RecordBatch, meta) -> tuple[int, Event]:  # noqa: ANN001
         if meta is None:
             raise ValueError("record batch without eventlog metadata")
-        seq = int(meta[_SEQ])
+        raw_seq = meta[_SEQ]
+        if not (raw_seq.isdigit() and len(raw_seq) <= 20):
+            raise ValueError(f"sequence id {raw_seq[:30]!r} is not a decimal number")
+        seq = int(raw_seq)
+        if not 1 <= seq <= MAX_SEQ:
+            raise ValueError(f"sequence id {seq} is outside 1..2**63-1")
         kind = meta[_KIND]
         check = self._codec.time_type.check
         if kind == b"messages":
             if batch.num_rows == 0:
                 raise ValueError("messages event without records")
-            return seq, Messages(check(_tuples(json.loads(meta[_TIME]))), batch)
+            batch.validate(full=True)  # offsets, lengths and UTF-8 of every array: nothing unsafe leaves here
+            return seq, Messages(check(_tuples(_json(meta[_TIME]))), batch)
         if kind == b"progress":
-            updates = json.loads(meta[_UPDATES])
-            return seq, Progress(tuple((check(_tuples(t)), int(d)) for t, d in updates))
-        raise ValueError(f"unknown event kind {kind!r}")
+            if batch.num_rows != 0:
+                raise ValueError(f"progress event with {batch.num_rows} rows")
+            updates = _json(meta[_UPDATES])
+            if not isinstance(updates, list):
+                raise ValueError("progress updates are not a JSON array")
+            check_limit("updates in one event", len(updates), MAX_EVENT_UPDATES, reading=True)
+            out = []
+            for u in updates:
+                if not (isinstance(u, list) and len(u) == 2):
+                    raise ValueError(f"progress update {str(u)[:60]} is not a [time, delta] pair")
+                t, d = u
+                if isinstance(d, bool) or not isinstance(d, int) or not -(1 << 63) <= d < 1 << 63:
+                    raise ValueError(f"progress delta {str(d)[:30]} is not an int64")
+                out.append((check(_tuples(t)), d))
+            return seq, Progress(tuple(out))
+        raise ValueError(f"unknown event kind {kind[:30]!r}")
+
+
+_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, TypeError, StopIteration, RecursionError)
+"""What pyarrow and json raise on bytes that are not an event (pa.ArrowInvalid, OSError from the IPC reader,
+JSONDecodeError, ...): each becomes a CorruptLogError."""
+
+
+def _check_message(view: memoryview, offset: int, length: int) -> None:
+    """Bound the record-batch message filling ``view[offset:offset + length]`` before pyarrow reads it."""
+    check_limit("stored size in bytes of one event", length, MAX_EVENT_BYTES, reading=True)
+    if offset < 0 or offset + length > len(view):
+        raise ValueError(f"event at {offset} (+{length}) lies outside the {len(view)}-byte segment")
+    msg = check_record_batch_message(view[offset : offset + length])
+    if msg.end != length:
+        raise ValueError(f"the event's IPC message is {msg.end} bytes, its body {length}")
 
 
 def _tuples(t):  # noqa: ANN001, ANN202 - JSON lists back to product-time tuples
     return tuple(t) if isinstance(t, list) else t
 
 
+def _json(raw: bytes):  # noqa: ANN202 - a JSON time or updates list, integers only
+    return json.loads(raw, parse_float=_no_float, parse_constant=_no_float)
+
+
+def _no_float(text: str):  # noqa: ANN202
+    raise ValueError(f"{text[:30]} is not an integer")
+
+
 class ArrowCodec:
-    """Arrow IPC stream segments for one stream header."""
+    """Arrow IPC stream segments for one stream header (SchemaMismatchError if its schema has no IPC form)."""
 
     file_suffix = ".arrows"
 
@@ -127,8 +191,13 @@ class ArrowCodec:
         self.header = header
         self.time_type = header.time_type
         self.write_options = ipc.IpcWriteOptions(compression=compression)
-        self.prefix = header.schema.serialize().to_pybytes()
-        self.empty_batch = pa.RecordBatch.from_pylist([], schema=header.schema)
+        try:
+            self.prefix = header.schema.serialize().to_pybytes()
+            self.empty_batch = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in header.schema],
+                                                          schema=header.schema)
+        except pa.ArrowException as e:
+            raise SchemaMismatchError(f"the arrow encoding cannot store this schema: {e}",
+                                      stream=header.stream) from None
 
     def new_segment(self) -> _ArrowSegmentEncoder:
         return _ArrowSegmentEncoder(self)
@@ -143,8 +212,9 @@ class ArrowCodec:
         prefix = bytes(prefix)
         try:
             schema = ipc.read_schema(pa.py_buffer(prefix))
-        except pa.ArrowException as e:
-            raise CorruptLogError(f"segment does not start with an Arrow IPC schema: {e}") from None
+        except (pa.ArrowException, OSError, ValueError) as e:  # pyarrow raises OSError for a bad flatbuffer
+            raise CorruptLogError(f"segment does not start with an Arrow IPC schema: {type(e).__name__}: "
+                                  f"{str(e)[:300]}") from None
         if not schema.equals(self.header.schema, check_metadata=False):
             raise CorruptLogError(f"segment schema does not match the stream header:\n{schema}")
         return _ArrowSegmentDecoder(self, prefix)

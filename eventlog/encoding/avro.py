@@ -6,9 +6,11 @@ record schema filled in); a Messages event nests its records in the ``records`` 
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import io
 import json
+import struct
 from importlib import resources
 from typing import Any
 
@@ -16,14 +18,21 @@ import fastavro
 import pyarrow as pa
 import zstandard
 
-from ..errors import CorruptLogError
+from ..errors import CorruptLogError, SchemaMismatchError
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
-from .sink import DrainSink
+from ..limits import (
+    MAX_AVRO_EVENT_VALUES,
+    MAX_EVENT_BYTES,
+    MAX_EVENT_RECORDS,
+    MAX_EVENT_UPDATES,
+    check_limit,
+    decoded_bytes_bound,
+)
+from .avro_scan import EventScanner
 from .avro_types import avro_record_schema, strip_logical
-
-MAX_EVENT_BYTES = 1 << 30
-"""Largest decompressed event body the Avro decoder accepts (a bound against hostile input)."""
+from .sink import DrainSink
+from .zstd_frame import bounded_decompress, frame_bounds
 
 _SYNC_SIZE = 16
 
@@ -84,19 +93,35 @@ class _AvroSegmentEncoder:
         self.suffix = b""
 
     def encode(self, seq: int, event: Event) -> bytes:
+        """One block holding ``event``; an event over the format's limits raises LimitError (nothing is
+        returned, so nothing is written)."""
         codec = self._codec
+        stream = codec.header.stream
         if isinstance(event, Messages):
+            check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, stream=stream, seq=seq)
+            check_limit("values in one avro event", count_values(event.records), MAX_AVRO_EVENT_VALUES,
+                        stream=stream, seq=seq)
             batch = _cast_columns(event.records, codec.raw_schema, codec.cast_columns)
             t = list(event.time) if isinstance(event.time, tuple) else event.time
             rec = {"seq": seq, "kind": "MESSAGES", "time": t, "updates": [], "records": batch.to_pylist()}
         elif isinstance(event, Progress):
+            check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, stream=stream, seq=seq)
             updates = [{"time": list(t) if isinstance(t, tuple) else t, "delta": d} for t, d in event.updates]
             rec = {"seq": seq, "kind": "PROGRESS", "time": None, "updates": updates, "records": []}
         else:
             raise TypeError(f"not an event: {event!r}")
         self._writer.write(rec)
         self._writer.flush()
-        return self._sink.drain()
+        body = self._sink.drain()
+        check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, stream=stream, seq=seq)
+        count, pos = _read_long(memoryview(body), 0)
+        size, pos = _read_long(memoryview(body), pos)
+        data = memoryview(body)[pos : pos + size]
+        declared = zstandard.frame_content_size(data)
+        decoded = declared if declared >= 0 else frame_bounds(data)[1]
+        check_limit(f"decompressed size in bytes of one event ({len(body)} bytes stored)", decoded,
+                    decoded_bytes_bound(len(body)), stream=stream, seq=seq)
+        return body
 
 
 class _AvroSegmentDecoder:
@@ -109,9 +134,13 @@ class _AvroSegmentDecoder:
         return self.decode(memoryview(segment)[offset : offset + length])
 
     def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
+        """``(seq, event)`` of one block. Sizes are checked before anything is allocated for them: the
+        block's stored and decompressed sizes, then (by a scan of the bytes, unless the size alone bounds
+        them) its records, updates and values; the records come back as a validated batch of the schema."""
         codec = self._codec
         buf = memoryview(body)
         try:
+            check_limit("stored size in bytes of one event", len(buf), MAX_EVENT_BYTES, reading=True)
             count, pos = _read_long(buf, 0)
             size, pos = _read_long(buf, pos)
             if count != 1:
@@ -120,31 +149,62 @@ class _AvroSegmentDecoder:
                 raise ValueError(f"block size {size} does not match the event's {len(buf)} bytes")
             if bytes(buf[pos + size :]) != self._sync:
                 raise ValueError("block sync marker differs from the segment's")
-            data = buf[pos : pos + size]
-            declared = zstandard.frame_content_size(data)
-            if declared > MAX_EVENT_BYTES:
-                raise ValueError(f"event declares {declared} bytes, over the {MAX_EVENT_BYTES} limit")
-            raw = self._dctx.decompress(data, max_output_size=MAX_EVENT_BYTES)
-            rec = fastavro.schemaless_reader(io.BytesIO(raw), codec.raw_parsed, None)
-            seq = rec["seq"]
-            check = codec.header.time_type.check
-            if rec["kind"] == "MESSAGES":
-                rows = rec["records"]
-                if not rows:
-                    raise ValueError("messages event without records")
-                batch = pa.RecordBatch.from_pylist(rows, schema=codec.raw_schema)
-                batch = _cast_columns(batch, codec.header.schema, codec.cast_columns)
-                t = rec["time"]
-                return seq, Messages(check(tuple(t) if isinstance(t, list) else t), batch)
-            updates = tuple(
-                (check(tuple(u["time"]) if isinstance(u["time"], list) else u["time"]), u["delta"])
-                for u in rec["updates"]
-            )
-            return seq, Progress(updates)
+            raw = bounded_decompress(self._dctx, buf[pos : pos + size], decoded_bytes_bound(len(buf)))
+            if not codec.scanner.bounded_by_size(len(raw)):
+                codec.scanner.scan(raw)  # counts before fastavro builds anything
+            source = io.BytesIO(raw)
+            rec = fastavro.schemaless_reader(source, codec.raw_parsed, None)
+            if source.tell() != len(raw):
+                raise ValueError(f"event record ends at byte {source.tell()} of {len(raw)}")
+            return self._event(rec)
         except CorruptLogError:
             raise
-        except (ValueError, KeyError, TypeError, EOFError, IndexError, zstandard.ZstdError, pa.ArrowException) as e:
-            raise CorruptLogError(f"undecodable avro event: {type(e).__name__}: {e}") from None
+        except (ValueError, KeyError, TypeError, EOFError, IndexError, OverflowError, struct.error,
+                decimal.DecimalException, zstandard.ZstdError, pa.ArrowException, OSError) as e:
+            raise CorruptLogError(f"undecodable avro event: {type(e).__name__}: {str(e)[:300]}") from None
+
+    def _event(self, rec: dict[str, Any]) -> tuple[int, Event]:
+        codec = self._codec
+        seq = rec["seq"]
+        if seq < 1:
+            raise ValueError(f"sequence id {seq} is not positive")
+        check = codec.header.time_type.check
+        t = rec["time"]
+        if rec["kind"] == "MESSAGES":
+            rows = rec["records"]
+            check_limit("records in one event", len(rows), MAX_EVENT_RECORDS, reading=True)
+            if not rows:
+                raise ValueError("messages event without records")
+            if rec["updates"]:
+                raise ValueError("messages event with updates")
+            batch = pa.RecordBatch.from_pylist(rows, schema=codec.raw_schema)
+            batch = _cast_columns(batch, codec.header.schema, codec.cast_columns)
+            batch.validate(full=True)
+            return seq, Messages(check(tuple(t) if isinstance(t, list) else t), batch)
+        if t is not None or rec["records"]:
+            raise ValueError("progress event with a time or records")
+        check_limit("updates in one event", len(rec["updates"]), MAX_EVENT_UPDATES, reading=True)
+        updates = tuple(
+            (check(tuple(u["time"]) if isinstance(u["time"], list) else u["time"]), u["delta"])
+            for u in rec["updates"]
+        )
+        return seq, Progress(updates)
+
+
+def count_values(batch: pa.RecordBatch) -> int:
+    """The values of ``batch`` as FORMAT.md "Limits" counts them: the summed lengths of its arrays, each
+    column once per row, struct fields once per row of their struct, list items with their own fields."""
+    todo: list[pa.Array] = list(batch.columns)
+    total = 0
+    while todo:
+        arr = todo.pop()
+        total += len(arr)
+        t = arr.type
+        if pa.types.is_struct(t):
+            todo.extend(arr.flatten())
+        elif t.num_fields:  # lists of any kind (the Avro encoding holds no maps or unions)
+            todo.append(arr.flatten())
+    return total
 
 
 class AvroCodec:
@@ -153,10 +213,19 @@ class AvroCodec:
     file_suffix = ".avro"
 
     def __init__(self, header: StreamHeader) -> None:
+        """Raises SchemaMismatchError if the Avro encoding cannot store ``header.schema``."""
         self.header = header
         self.schema_json, self.raw_schema = event_schema(header)
-        self.parsed = fastavro.parse_schema(self.schema_json)
-        self.raw_parsed = fastavro.parse_schema(strip_logical(self.schema_json))
+        raw_json = strip_logical(self.schema_json)
+        try:
+            self.parsed = fastavro.parse_schema(self.schema_json)
+            self.raw_parsed = fastavro.parse_schema(raw_json)
+        except Exception as e:  # noqa: BLE001 - fastavro's SchemaParseException and friends
+            raise SchemaMismatchError(f"the stream schema has no Avro form: {type(e).__name__}: {e}",
+                                      stream=header.stream) from None
+        records = next(f for f in raw_json["fields"] if f["name"] == "records")["type"]["items"]
+        self.scanner = EventScanner(records, header.time_type.arity)
+        """Checks an event's bytes against the limits before fastavro decodes them."""
         self.cast_columns = [i for i, (a, b) in enumerate(zip(self.raw_schema, header.schema)) if not a.type.equals(b.type)]
         """Columns whose Arrow type differs from the integer storage type Avro holds."""
 
@@ -179,10 +248,12 @@ class AvroCodec:
             reader = fastavro.reader(io.BytesIO(prefix))
             stored = json.loads(reader.metadata["avro.schema"])
             codec = reader.codec
-        except (ValueError, KeyError, TypeError, EOFError, StopIteration) as e:
-            raise CorruptLogError(f"segment does not start with an Avro container header: {e}") from None
+            same = fastavro.parse_schema(stored) == self.parsed
+        except Exception as e:  # noqa: BLE001 - whatever fastavro raises on damaged bytes (SchemaParseException, ...)
+            raise CorruptLogError(f"segment does not start with an Avro container header of an eventlog stream: "
+                                  f"{type(e).__name__}: {str(e)[:300]}") from None
         if codec != "zstandard":
-            raise CorruptLogError(f"segment uses Avro codec {codec!r}; eventlog writes 'zstandard'")
-        if fastavro.parse_schema(stored) != self.parsed:
+            raise CorruptLogError(f"segment uses Avro codec {str(codec)[:40]!r}; eventlog writes 'zstandard'")
+        if not same:
             raise CorruptLogError("segment's Avro schema does not match the stream header")
         return _AvroSegmentDecoder(self, prefix[-_SYNC_SIZE:])

@@ -2,8 +2,10 @@
 
 Temporal types get Avro logical types (so third-party readers see dates and timestamps) while eventlog
 itself reads and writes their integer storage values (a "raw" schema without logical types): exact for
-every unit, and no datetime objects on the hot path. Arrow types Avro cannot hold exactly (uint64,
-float16, decimals, maps, unions, dictionaries) are refused with SchemaMismatchError.
+every unit, and no datetime objects on the hot path. Decimals (32, 64, 128 and 256 bits) use Avro's
+``decimal`` logical type on a ``fixed`` of the Arrow type's byte width, read and written as exact
+``decimal.Decimal`` values. Arrow types Avro cannot hold exactly (uint64, float16, decimals with a negative
+scale, maps, unions, dictionaries) are refused with SchemaMismatchError.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ class _Mapper:
             return "bytes", t
         if T.is_fixed_size_binary(t):
             return {"type": "fixed", "name": f"Fixed{tag}", "size": t.byte_width}, t
+        if T.is_decimal(t):
+            if not 0 <= t.scale <= t.precision:
+                raise SchemaMismatchError(
+                    f"field {path!r} of type {t} has a scale outside 0..precision, which Avro's decimal cannot "
+                    "store (use encoding='arrow')",
+                    stream=self.stream,
+                )
+            return {"type": "fixed", "name": f"Decimal{tag}", "size": t.byte_width, "logicalType": "decimal",
+                    "precision": t.precision, "scale": t.scale}, t
         if T.is_date32(t):
             return {"type": "int", "logicalType": "date"}, pa.int32()
         if T.is_date64(t):
@@ -85,6 +96,13 @@ class _Mapper:
         if T.is_duration(t):
             return {"type": "long", "arrow.type": str(t)}, pa.int64()
         if T.is_struct(t):
+            names = [t.field(i).name for i in range(t.num_fields)]
+            if len(set(names)) != len(names):
+                raise SchemaMismatchError(
+                    f"struct field {path!r} has duplicate field names {names}, which an Avro record cannot hold "
+                    "(use encoding='arrow')",
+                    stream=self.stream,
+                )
             fields, raws = [], []
             for i in range(t.num_fields):
                 avro_f, raw_f = self.field(t.field(i), f"{path}.{t.field(i).name}", f"{tag}_{i}")
@@ -120,11 +138,12 @@ def avro_record_schema(schema: pa.Schema, stream: str) -> tuple[dict[str, Any], 
 
 
 def strip_logical(avro: Any) -> Any:
-    """The same Avro schema without logical types (identical binary encoding, integer values)."""
+    """The same Avro schema without its temporal logical types (identical binary encoding, integer values);
+    ``decimal`` stays, so decimals are read as exact ``decimal.Decimal`` values."""
     if isinstance(avro, list):
         return [strip_logical(x) for x in avro]
     if isinstance(avro, dict):
-        out = {k: strip_logical(v) for k, v in avro.items() if k != "logicalType"}
+        out = {k: strip_logical(v) for k, v in avro.items() if k != "logicalType" or v == "decimal"}
         if set(out) == {"type"} or (set(out) <= {"type", "arrow.type"} and isinstance(out["type"], str)):
             if out["type"] in ("int", "long"):
                 return out["type"]
