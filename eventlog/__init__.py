@@ -10,16 +10,19 @@ from .errors import (
     DeliveryError,
     EventLogError,
     HeaderMismatchError,
+    InterleavedWritersError,
     InvalidTimeError,
     InvalidURIError,
     LimitError,
     LogLimitError,
+    LostDataError,
     PartLockedError,
     ProgressError,
     SchemaMismatchError,
     SequenceError,
     StreamNotFoundError,
     UnsupportedVersionError,
+    WriterFencedError,
 )
 from .events import Entry, Event, Messages, Progress
 from .header import FORMAT_VERSION, StreamHeader
@@ -30,9 +33,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Antichain", "ChangeBatch", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
-    "HeaderMismatchError", "INT64", "InvalidTimeError", "InvalidURIError", "LimitError", "Log", "LogLimitError",
-    "Messages",
+    "HeaderMismatchError", "INT64", "InterleavedWritersError", "InvalidTimeError", "InvalidURIError", "LimitError", "Log", "LogLimitError",
+    "LostDataError", "Messages",
     "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",
     "SchemaMismatchError", "SequenceError", "StreamHeader", "StreamNotFoundError", "Time", "TimeType",
-    "UnsupportedVersionError", "open_log",
+    "UnsupportedVersionError", "WriterFencedError", "open_log",
 ]

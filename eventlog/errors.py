@@ -120,5 +120,23 @@ class DeliveryError(EventLogError):
     last successful sync may be assumed durable."""
 
 
+class WriterFencedError(PartLockedError):
+    """Another writer opened this part after this one, and Kafka fenced this writer (its transactional id
+    was taken over). It can append nothing more; what it synced before stays in the log, what it appended
+    since its last sync was aborted."""
+
+
+class InterleavedWritersError(CorruptLogError):
+    """A part holds the records of two writers mixed together: a record of an older writer epoch after a
+    newer one, two writers with one epoch, or a new writer reusing sequence ids already written. Readers
+    raise it instead of dropping one history as duplicates."""
+
+
+class LostDataError(SequenceError):
+    """Events the log had acknowledged are gone: the partition was emptied or truncated (a broker that
+    restarted empty, retention, ``delete_records``), the topic was recreated or has fewer partitions than
+    the stream's peers, or a reader resumes past the part's end."""
+
+
 def _rebuild(cls: type, reason: str, location: dict[str, Any]) -> EventLogError:
     return cls(reason, **location)

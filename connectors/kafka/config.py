@@ -5,6 +5,16 @@
 query parameters are librdkafka settings (``security.protocol``, ``sasl.mechanism``, ``ssl.ca.location``,
 …), as are the keys of ``open_log(uri, config={…})``. Every setting reaches the producer, the consumers and
 the admin client, so the same code runs against a local broker and a production cluster.
+
+Two settings are eventlog's own, not librdkafka's (FORMAT.md "Kafka log"):
+
+* ``eventlog.transactions`` (``true`` by default): each part writer uses a transactional producer, which
+  fences any older writer of its part; ``false`` for clusters that refuse transactions (writers are then
+  not fenced; readers still detect interleaved writers by their epochs).
+* ``eventlog.transactional.id.prefix`` (``eventlog`` by default): part writers use the transactional id
+  ``<prefix>.<topic>.<part>``; set it where the cluster's ACLs grant transactional ids by prefix.
+
+``transactional.id`` itself is derived per part and may not be set.
 """
 
 from __future__ import annotations
@@ -21,19 +31,34 @@ _TOPIC_PART = re.compile(r"^[A-Za-z0-9._-]+$")
 # settings that belong to one kind of client only; librdkafka warns about the others
 _PRODUCER_ONLY = {"acks", "enable.idempotence", "linger.ms", "batch.size", "compression.type", "retries",
                   "delivery.timeout.ms", "max.in.flight.requests.per.connection", "transactional.id",
-                  "queue.buffering.max.messages", "queue.buffering.max.kbytes", "message.send.max.retries"}
+                  "queue.buffering.max.messages", "queue.buffering.max.kbytes", "message.send.max.retries",
+                  "transaction.timeout.ms"}
 _CONSUMER_ONLY = {"group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof",
                   "fetch.wait.max.ms", "fetch.min.bytes", "isolation.level", "session.timeout.ms",
                   "max.partition.fetch.bytes", "fetch.max.bytes", "queued.max.messages.kbytes"}
 
 
+_TRANSACTIONS = "eventlog.transactions"
+_TXN_PREFIX = "eventlog.transactional.id.prefix"
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
 @dataclass(frozen=True)
 class KafkaTarget:
-    """Where a Kafka log lives: bootstrap servers, topic prefix, and the user's client settings."""
+    """Where a Kafka log lives: bootstrap servers, topic prefix, and the user's client settings;
+    ``transactions`` and ``transactional_id_prefix`` are eventlog's own settings (module doc)."""
 
     bootstrap: str
     prefix: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    transactions: bool = True
+    transactional_id_prefix: str = "eventlog"
+
+    def transactional_id(self, topic: str, part: int) -> str:
+        """The transactional id of the writer of one part: one per (topic, part), so a new writer of the
+        part fences the previous one and no two parts fence each other."""
+        return f"{self.transactional_id_prefix}.{topic}.{part}"
 
     def topic(self, stream: str) -> str:
         """The topic of a stream."""
@@ -73,4 +98,20 @@ def parse_kafka_uri(uri: str, config: dict[str, Any] | None = None) -> KafkaTarg
         raise InvalidURIError(f"topic prefix {prefix!r} may use only A-Z a-z 0-9 . _ -: {uri!r}")
     settings: dict[str, Any] = dict(parse_qsl(parsed.query, keep_blank_values=True))
     settings.update(config or {})
-    return KafkaTarget(parsed.netloc, prefix, settings)
+    if "transactional.id" in settings:
+        raise InvalidURIError(f"transactional.id is derived per part (<prefix>.<topic>.<part>); set {_TXN_PREFIX} "
+                              f"instead: {uri!r}")
+    transactions = _flag(settings.pop(_TRANSACTIONS, True), uri)
+    txn_prefix = str(settings.pop(_TXN_PREFIX, "eventlog"))
+    if not txn_prefix or len(txn_prefix) > 200 or not txn_prefix.isprintable():
+        raise InvalidURIError(f"{_TXN_PREFIX} must be 1-200 printable characters, got {txn_prefix!r}: {uri!r}")
+    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix)
+
+
+def _flag(value: Any, uri: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE | _FALSE:
+        return text in _TRUE
+    raise InvalidURIError(f"{_TRANSACTIONS} must be true or false, got {value!r}: {uri!r}")

@@ -1,13 +1,20 @@
 """The Kafka log: a topic per stream, a partition per part, one bundle of events per record.
 
-Where things are (FORMAT.md §8): the topic of stream ``s`` is ``prefix.s`` (or ``s`` without a prefix);
+Where things are (FORMAT.md "Kafka log"): the topic of stream ``s`` is ``prefix.s`` (or ``s`` without a prefix);
 part ``i`` is partition ``i``; every partition opens with a header record, so a reader of any part meets
 the header before any data, and ``header()`` reads it from partition 0, offset 0.
+
+Writers are fenced and lost data is never silent (FORMAT.md "Kafka log"): each part writer is a transactional
+producer (``KafkaPartWriter``), readers read committed records only, and every data record names its
+writer's epoch, which readers check (``WriterHistory``). A partition that lost its start, its header or
+its records, a topic with fewer partitions than the stream's peers, and a position past a part's end all
+raise ``LostDataError``.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -26,9 +33,28 @@ from eventlog.header import StreamHeader, check_stream_name
 from eventlog.log import Log, PartStats
 
 from .config import KafkaTarget, parse_kafka_uri
-from .reader import KafkaPartReader, new_consumer, scan_partition
-from .records import header_of, header_record, is_header
+from .errors import LostDataError
+from .reader import KafkaPartReader, Record, new_consumer, scan_partition
+from .records import WriterMark, header_of, header_record, is_header
 from .writer import KafkaPartWriter
+
+_SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+             KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+_HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
+
+
+@dataclass(frozen=True)
+class PartTail:
+    """The end of one part as its partition holds it: what a writer continues after."""
+
+    last_seq: int
+    """The last sequence id in the part (0 when it holds no events)."""
+    writer: WriterMark | None
+    """The writer of the last data record (None when there is none)."""
+    low: int
+    """The partition's low watermark: records before it were deleted."""
+    high: int
+    """The partition's end offset (committed records)."""
 
 
 class KafkaLog(Log):
@@ -61,6 +87,7 @@ class KafkaLog(Log):
         self._consumer = None  # for metadata and scans; made on first use
         self._shared_producer: Producer | None = None
         self._fatal: list[str] = []
+        self._ends: dict[tuple[str, int], int] = {}  # the highest end offset seen per partition
 
     def producer(self) -> Producer:
         """The log's idempotent producer, shared by its part writers (made on first use)."""
@@ -96,7 +123,7 @@ class KafkaLog(Log):
         except KafkaException as e:
             raise EventLogError(f"kafka cluster {self.target.bootstrap} did not answer: {e.args[0].str()}") from None
 
-    def _partitions(self, topic: str) -> int | None:
+    def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, None when it does not exist (never auto-creates it)."""
         md = self._metadata()
         t = md.topics.get(topic)
@@ -116,6 +143,9 @@ class KafkaLog(Log):
             try:
                 check_stream_name(stream)
                 self.header(stream)
+            except LostDataError:
+                if not self.target.prefix:
+                    continue  # without a prefix, any topic of the cluster could be meant: not surely ours
             except (ValueError, StreamNotFoundError, CorruptLogError):
                 continue  # not an eventlog stream
             out.append(stream)
@@ -125,18 +155,41 @@ class KafkaLog(Log):
         if stream in self._headers:
             return self._headers[stream]
         topic = self.target.topic(check_stream_name(stream))
-        if self._partitions(topic) is None:
+        partitions = self.partitions(topic)
+        if partitions is None:
             raise StreamNotFoundError(f"no stream {stream!r} in log {self.uri} (no topic {topic!r})", stream=stream)
-        for offset, b in scan_partition(self, self._scanner(), topic, 0, 0):
-            if not is_header(b):
+        lo, hi = self.watermarks(topic, 0)
+        if lo > 0:
+            raise LostDataError(f"partition 0 of topic {topic!r} starts at kafka offset {lo}: the stream header "
+                                f"(offset 0) was deleted (retention, delete_records, a broker that lost data)",
+                                stream=stream, part=0, offset=lo)
+        for rec in scan_partition(self, self._scanner(), topic, 0, lo):
+            if not is_header(rec.bundle):
                 raise CorruptLogError("the first record of partition 0 is not a stream header",
-                                      stream=stream, part=0, offset=offset)
-            header = header_of(b, path=f"{topic}[0]@{offset}")
+                                      stream=stream, part=0, offset=rec.offset)
+            header = header_of(rec.bundle, path=f"{topic}[0]@{rec.offset}")
             if header.stream != stream:
-                raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, part=0, offset=offset)
+                raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, part=0,
+                                      offset=rec.offset)
+            self._check_partition_count(header, topic, partitions)
             self._headers[stream] = header
             return header
         raise StreamNotFoundError(f"topic {topic!r} holds no stream header yet", stream=stream)
+
+    def _check_partition_count(self, header: StreamHeader, topic: str, partitions: int | None) -> None:
+        if partitions is None:
+            raise LostDataError(f"topic {topic!r} of stream {header.stream!r} is gone (deleted)", stream=header.stream)
+        if partitions < header.peers:
+            raise LostDataError(f"topic {topic!r} has {partitions} partitions, but the stream has peers="
+                                f"{header.peers}: parts {partitions}..{header.peers - 1} are missing",
+                                stream=header.stream, part=partitions)
+
+    def check_partitions(self, stream: str) -> None:
+        """Raise LostDataError unless the stream's topic still has a partition for each of its parts (asks
+        the cluster; the stream header may be cached)."""
+        header = self.header(stream)
+        topic = self.target.topic(stream)
+        self._check_partition_count(header, topic, self.partitions(topic))
 
     def create_stream(self, header: StreamHeader) -> StreamHeader:
         topic = self.target.topic(header.stream)
@@ -154,7 +207,7 @@ class KafkaLog(Log):
             self._write_headers(topic, header, range(header.peers))
             self._headers[header.stream] = header
             return header
-        n = self._partitions(topic) or 0
+        n = self.partitions(topic) or 0
         if n < header.peers:
             raise HeaderMismatchError(f"topic {topic!r} has {n} partitions; the stream needs peers={header.peers}",
                                       stream=header.stream)
@@ -163,8 +216,9 @@ class KafkaLog(Log):
         return stored
 
     def _wait_for_header(self, header: StreamHeader, topic: str) -> StreamHeader:
-        """The header of a topic another writer is creating; a topic made empty by an operator gets ours."""
-        deadline = time.monotonic() + min(self.timeout, 10.0)
+        """The header of a topic another writer is creating; a topic created empty by an operator gets
+        ours. A topic whose records were deleted is not empty: it raises LostDataError."""
+        deadline = time.monotonic() + min(self.timeout, _HEADER_WAIT)
         while True:
             try:
                 return self.header(header.stream)
@@ -172,10 +226,15 @@ class KafkaLog(Log):
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
-        empty = [p for p in range(header.peers) if self.last_offset(topic, p) is None]
-        if len(empty) < header.peers:
-            raise CorruptLogError("topic has records but no stream header in partition 0", stream=header.stream)
-        self._write_headers(topic, header, empty)
+        ends = {p: self.watermarks(topic, p)[1] for p in range(header.peers)}
+        written = {p: hi for p, hi in ends.items() if hi > 0}
+        if written:
+            p, hi = min(written.items())
+            raise LostDataError(f"topic {topic!r} has no stream header in partition 0, but partition {p} was "
+                                f"written (up to kafka offset {hi}): its records were deleted or never had a "
+                                f"header; a new history is not started over it", stream=header.stream, part=p,
+                                offset=hi)
+        self._write_headers(topic, header, list(ends))
         self._headers[header.stream] = header
         return header
 
@@ -195,11 +254,20 @@ class KafkaLog(Log):
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < header.peers:
             raise ValueError(f"part {part!r} out of range: stream {header.stream!r} has peers={header.peers}")
 
-    def writer(self, stream: str, part: int, *, sync: str | None = None) -> KafkaPartWriter:
+    def writer(self, stream: str, part: int, *, sync: str | None = None,
+               expect_next_seq: int | None = None) -> KafkaPartWriter:
+        """The writer of one part; it fences every earlier writer of the part (FORMAT.md "Kafka log").
+        ``expect_next_seq``: the part's ``next_seq`` as the application last saw it acknowledged (from its
+        own checkpoint); opening raises LostDataError when the part holds less, as after a topic was deleted
+        and recreated (which the log alone cannot tell from a new stream)."""
         header = self.header(stream)
         header.check_writable()
         self._check_part(header, part)
-        return KafkaPartWriter(self, header, part, codec_for(header).standalone_encoder())
+        if expect_next_seq is not None and (isinstance(expect_next_seq, bool) or not isinstance(expect_next_seq, int)
+                                            or expect_next_seq < 1):
+            raise ValueError(f"expect_next_seq must be a sequence id >= 1, got {expect_next_seq!r}")
+        return KafkaPartWriter(self, header, part, codec_for(header).standalone_encoder(),
+                               expect_next_seq=expect_next_seq)
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> KafkaPartReader:
         if start < 1:
@@ -208,38 +276,85 @@ class KafkaLog(Log):
         self._check_part(header, part)
         return KafkaPartReader(self, stream, part, start, progress_only, codec_for(header).standalone_decoder())
 
-    def _watermarks(self, topic: str, part: int) -> tuple[int, int]:
-        return self._scanner().get_watermark_offsets(TopicPartition(topic, part), timeout=self.timeout, cached=False)
+    def watermarks(self, topic: str, part: int) -> tuple[int, int]:
+        """``(low, high)`` offsets of a partition, asked of the cluster (read_committed: ``high`` is the
+        last stable offset). Raises LostDataError when ``high`` is below an end this log saw before (the
+        topic was recreated, or a broker lost acknowledged records)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                lo, hi = self._scanner().get_watermark_offsets(TopicPartition(topic, part), timeout=self.timeout,
+                                                               cached=False)
+                before = self._ends.get((topic, part), 0)
+                if hi < before:
+                    raise LostDataError(f"the end of {topic}[{part}] moved back from kafka offset {before} to {hi}: "
+                                        f"records were lost or the topic was recreated", part=part, offset=hi,
+                                        stream=self.target.stream_of(topic))
+                self._ends[(topic, part)] = hi
+                return lo, hi
+            except KafkaException as e:
+                err: KafkaError = e.args[0]
+                # a new topic's partitions need a moment to get a leader; leaders move
+                if (err.retriable() or err.code() in _SETTLING) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                raise EventLogError(f"cannot read the offsets of {topic}[{part}]: {err.str()}",
+                                    stream=self.target.stream_of(topic), part=part) from None
 
-    def _tail(self, topic: str, part: int) -> tuple[int | None, int]:
-        """``(offset of the last record or None when empty, last sequence id or 0)`` of a partition, from
-        one scan of its tail."""
-        lo, hi = self._watermarks(topic, part)
-        last_offset, last_seq = None, 0
-        for offset, b in scan_partition(self, self._scanner(), topic, part, max(lo, hi - 1)):
-            last_offset = offset
-            if not is_header(b) and b.count:
-                last_seq = max(last_seq, b.last_id)
-        return last_offset, last_seq
+    def _last_data(self, topic: str, part: int, lo: int, hi: int) -> Record | None:
+        """The last committed data record of a partition, None when it has none. Scans back from the end
+        in growing windows: transaction markers and aborted records take offsets but are never read."""
+        end, window = hi, 4
+        while end > lo:
+            start = max(lo, end - window)
+            last = None
+            for rec in scan_partition(self, self._scanner(), topic, part, start):
+                if not is_header(rec.bundle) and rec.bundle.count:
+                    last = rec
+            if last is not None:
+                return last
+            end, window = start, window * 4
+        return None
 
-    def last_offset(self, topic: str, part: int) -> int | None:
-        """The offset of the last record of a partition, None when it is empty."""
-        return self._tail(topic, part)[0]
+    def tail(self, stream: str, part: int) -> PartTail:
+        """The end of one part: its last sequence id and the writer of its last record. Raises
+        LostDataError when the partition was emptied (low watermark > 0 and no records left) or never
+        received its header record."""
+        topic = self.target.topic(stream)
+        self.check_partitions(stream)
+        deadline = time.monotonic() + min(self.timeout, _HEADER_WAIT)
+        lo, hi = self.watermarks(topic, part)
+        while hi == 0 and time.monotonic() < deadline:  # another process may be writing the headers now
+            time.sleep(0.1)
+            lo, hi = self.watermarks(topic, part)
+        if hi == 0:
+            raise LostDataError(f"partition {part} of topic {topic!r} holds no records, not even the stream header "
+                                f"(the topic was recreated without the stream's headers?)", stream=stream, part=part,
+                                offset=0)
+        last = self._last_data(topic, part, lo, hi)
+        if last is None:
+            if lo > 0:
+                raise LostDataError(f"partition {part} of topic {topic!r} was emptied: its records up to kafka offset "
+                                    f"{lo} were deleted (retention, delete_records), the part's last sequence id is "
+                                    f"unknown", stream=stream, part=part, offset=lo)
+            return PartTail(0, None, lo, hi)
+        return PartTail(last.bundle.last_id, last.mark(stream, part), lo, hi)
 
     def last_seq(self, stream: str, part: int) -> int:
         """The last sequence id written to a part (0 when none), read from the partition's tail."""
-        return self._tail(self.target.topic(stream), part)[1]
+        return self.tail(stream, part).last_seq
 
     def _probe(self, topic: str, part: int, offset: int) -> int | None:
-        """The last sequence id of the record at ``offset`` (0 for the header), None past the end."""
-        for _, b in scan_partition(self, self._scanner(), topic, part, offset):
-            return 0 if is_header(b) or not b.count else b.last_id
+        """The last sequence id of the first record at or after ``offset`` (0 for the header), None past
+        the end."""
+        for rec in scan_partition(self, self._scanner(), topic, part, offset):
+            return 0 if is_header(rec.bundle) or not rec.bundle.count else rec.bundle.last_id
         return None
 
     def offset_for_seq(self, stream: str, part: int, seq: int) -> int:
         """The Kafka offset of the first record that may hold ``seq`` (binary search on LastMessageId)."""
         topic = self.target.topic(stream)
-        lo, hi = self._watermarks(topic, part)
+        lo, hi = self.watermarks(topic, part)
         while lo < hi:
             mid = (lo + hi) // 2
             last = self._probe(topic, part, mid)
@@ -251,9 +366,9 @@ class KafkaLog(Log):
 
     def _probe_ts(self, topic: str, part: int, offset: int) -> tuple[int, int] | None:
         """``(bundle timestamp ms, first seq)`` of the first data record at or after ``offset``."""
-        for _, b in scan_partition(self, self._scanner(), topic, part, offset):
-            if not is_header(b) and b.count:
-                return b.ts, b.first_id
+        for rec in scan_partition(self, self._scanner(), topic, part, offset):
+            if not is_header(rec.bundle) and rec.bundle.count:
+                return rec.bundle.ts, rec.bundle.first_id
         return None
 
     def seq_for_timestamp(self, stream: str, part: int, when_ms: int) -> int:
@@ -264,7 +379,7 @@ class KafkaLog(Log):
         header = self.header(stream)
         self._check_part(header, part)
         topic = self.target.topic(stream)
-        lo, hi = self._watermarks(topic, part)
+        lo, hi = self.watermarks(topic, part)
         while lo < hi:
             mid = (lo + hi) // 2
             probe = self._probe_ts(topic, part, mid)
@@ -279,14 +394,13 @@ class KafkaLog(Log):
         header = self.header(stream)
         self._check_part(header, part)
         topic = self.target.topic(stream)
+        tail = self.tail(stream, part)
         first = 1
-        for _, b in scan_partition(self, self._scanner(), topic, part, self._watermarks(topic, part)[0]):
-            if not is_header(b) and b.count:
-                first = b.first_id
+        for rec in scan_partition(self, self._scanner(), topic, part, tail.low):
+            if not is_header(rec.bundle) and rec.bundle.count:
+                first = rec.bundle.first_id
                 break
-        last_offset, last = self._tail(topic, part)
-        records = (last_offset or 0) + 1
-        return PartStats(first, max(last + 1, first), None, records)
+        return PartStats(first, max(tail.last_seq + 1, first), None, tail.high - tail.low)
 
     def close(self) -> None:
         if self._shared_producer is not None:

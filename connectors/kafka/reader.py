@@ -2,16 +2,22 @@
 
 Sequence ids, not Kafka offsets, are the log's offsets: a start sequence id is mapped to a Kafka offset
 by a binary search over the records' ``LastMessageId``; events whose sequence id was already read (a
-retried or restarted producer) are dropped and counted; a gap raises SequenceError. The end of the
-partition is recognised by librdkafka's partition-EOF event (not by ListOffsets, whose answers differ
-between brokers).
+retried producer) are dropped and counted; a gap raises SequenceError. The end of the partition is
+recognised by librdkafka's partition-EOF event (not by ListOffsets, whose answers differ between brokers).
+
+Consumers read committed records only (``isolation.level=read_committed``: a fenced or crashed writer's
+unsynced events are never seen) and never jump to another offset by themselves
+(``auto.offset.reset=error``): a partition that lost records under a reader raises LostDataError. Each
+record's writer is checked (``WriterHistory``), so two interleaved histories raise instead of being
+dropped as duplicates; a reader that starts past the part's end, or at seq 1 of a partition whose start
+was deleted, raises LostDataError.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -21,7 +27,9 @@ from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry
 from eventlog.log import PartReader
 
-from .records import decode_record, is_header
+from .errors import LostDataError
+from .history import WriterHistory
+from .records import WriterMark, decode_record, is_header, writer_mark
 
 if TYPE_CHECKING:
     from .log import KafkaLog
@@ -35,15 +43,52 @@ def new_consumer(log: "KafkaLog") -> Consumer:
         "group.id": f"eventlog-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
+        "auto.offset.reset": "error",
+        "isolation.level": "read_committed",
         "fetch.wait.max.ms": 20,
         "fetch.error.backoff.ms": 10,
     }))
 
 
-def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int
-                   ) -> Iterator[tuple[int, bundle.Bundle]]:
-    """``(kafka offset, bundle)`` of one partition from ``offset`` to its current end (partition EOF)."""
+class Record(NamedTuple):
+    """One record of a partition: its Kafka offset, its bundle and its Kafka headers."""
+
+    offset: int
+    bundle: bundle.Bundle
+    headers: list | None
+
+    def mark(self, stream: str, part: int) -> WriterMark:
+        """The writer of the record (epoch 0, no id, for records without writer headers)."""
+        return writer_mark(self.headers, stream=stream, part=part, offset=self.offset)
+
+
+def lost_position(err: KafkaError, stream: str, part: int, topic: str, position: int | None) -> LostDataError:
+    """The error for a consumer whose fetch position left the partition's range (records deleted under it,
+    a topic recreated shorter)."""
+    at = f"kafka offset {position}" if position is not None else "its position"
+    return LostDataError(f"{topic}[{part}] no longer holds {at}: records were deleted or the topic was "
+                         f"recreated ({err.str()})", stream=stream, part=part, offset=position)
+
+
+def _out_of_range(err: KafkaError) -> bool:
+    return err.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+
+
+_UNKNOWN = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+
+def _check_gone(log: "KafkaLog", err: KafkaError, stream: str, part: int, topic: str) -> None:
+    """After an unknown-topic/partition error: raise LostDataError when the cluster confirms that the
+    partition is gone; return when it exists (a transient error while metadata propagates)."""
+    partitions = log.partitions(topic)
+    if partitions is None or partitions <= part:
+        raise LostDataError(f"{topic}[{part}] is gone: the topic was deleted or has fewer partitions "
+                            f"({err.str()})", stream=stream, part=part)
+
+
+def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int) -> Iterator[Record]:
+    """The records of one partition from ``offset`` to its current end (partition EOF); committed records
+    only. ``offset`` must lie between the partition's watermarks (else LostDataError)."""
     consumer.assign([TopicPartition(topic, part, offset)])
     deadline = time.monotonic() + log.timeout
     stream = log.target.stream_of(topic) or topic
@@ -59,8 +104,14 @@ def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, o
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     return
+                if _out_of_range(err):
+                    raise lost_position(err, stream, part, topic, offset)
+                if err.code() in _UNKNOWN and time.monotonic() < deadline:
+                    _check_gone(log, err, stream, part, topic)
+                    continue
                 raise EventLogError(f"kafka read error: {err.str()}", stream=stream, part=part)
-            yield m.offset(), decode_record(m.value(), stream=stream, part=part, offset=m.offset())
+            offset = m.offset()
+            yield Record(offset, decode_record(m.value(), stream=stream, part=part, offset=offset), m.headers())
 
 
 class KafkaPartReader(PartReader):
@@ -82,17 +133,40 @@ class KafkaPartReader(PartReader):
         self._decoder = decoder
         self._consumer: Consumer | None = None
         self._at_eof = False
+        self._position: int | None = None  # Kafka offset of the next record to read
+        self._end = -1  # the highest partition end (EOF offset) seen so far
+        self._opening = False  # the first record of a read from the partition's start must be the header
+        self._history = WriterHistory(stream, part)
         self.duplicates = 0
-        """Events dropped because their sequence id had been read already."""
+        """Events dropped because their sequence id had been read already (producer retries)."""
 
     @property
     def next_seq(self) -> int:
         return self._next
 
     def _open(self) -> Consumer:
-        offset = self._log.offset_for_seq(self.stream, self.part, self._start) if self._start > 1 else 0
-        consumer = new_consumer(self._log)
-        consumer.assign([TopicPartition(self._topic, self.part, offset)])
+        log, part = self._log, self.part
+        log.check_partitions(self.stream)
+        lo, hi = log.watermarks(self._topic, part)
+        if self._start == 1:
+            if lo > 0:
+                raise LostDataError(f"the partition starts at kafka offset {lo}: its stream header and the events "
+                                    f"before it were deleted (retention, delete_records), so reading from seq 1 is "
+                                    f"impossible; start at the part's first_seq (part_stats)",
+                                    stream=self.stream, part=part, seq=1, offset=lo)
+            offset = lo
+            self._opening = True
+        else:
+            last = log.last_seq(self.stream, part)
+            if self._start > last + 1:
+                raise LostDataError(f"cannot resume at seq {self._start}: the part ends at seq {last} (kafka "
+                                    f"offsets {lo}..{hi}); events this position was saved after are gone (topic "
+                                    f"recreated or truncated)", stream=self.stream, part=part, seq=self._start,
+                                    offset=hi)
+            offset = log.offset_for_seq(self.stream, part, self._start)
+        consumer = new_consumer(log)
+        consumer.assign([TopicPartition(self._topic, part, offset)])
+        self._position = offset
         return consumer
 
     def __iter__(self) -> Iterator[Entry]:
@@ -122,20 +196,44 @@ class KafkaPartReader(PartReader):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        self._at_eof = True
+                        self._eof(m.offset())
+                        continue
+                    if _out_of_range(err):
+                        raise lost_position(err, self.stream, self.part, self._topic, self._position)
+                    if err.code() in _UNKNOWN and time.monotonic() < deadline:
+                        _check_gone(self._log, err, self.stream, self.part, self._topic)
                         continue
                     raise EventLogError(f"kafka read error: {err.str()}", stream=self.stream, part=self.part)
                 self._at_eof = False
-                for entry in self._entries(m.offset(), m.value()):
+                self._position = m.offset() + 1
+                for entry in self._entries(Record(m.offset(), self._decode(m), m.headers())):
                     yielded = True
                     yield entry
             if self._at_eof:
                 return
 
-    def _entries(self, offset: int, value: bytes) -> Iterator[Entry]:
-        b = decode_record(value, stream=self.stream, part=self.part, offset=offset)
-        if is_header(b) or b.count == 0:
+    def _eof(self, end: int) -> None:
+        if end < self._end:
+            raise LostDataError(f"the partition's end moved back from kafka offset {self._end} to {end}: records "
+                                f"were deleted or the topic was recreated", stream=self.stream, part=self.part,
+                                offset=end)
+        self._end = end
+        self._at_eof = True
+
+    def _decode(self, m) -> bundle.Bundle:  # noqa: ANN001 - a confluent_kafka Message
+        return decode_record(m.value(), stream=self.stream, part=self.part, offset=m.offset())
+
+    def _entries(self, rec: Record) -> Iterator[Entry]:
+        b, offset = rec.bundle, rec.offset
+        opening, self._opening = self._opening, False
+        if is_header(b):
             return
+        if opening:
+            raise CorruptLogError(f"the partition does not open with the stream header (kafka offset {offset})",
+                                  stream=self.stream, part=self.part, offset=offset)
+        if b.count == 0:
+            return
+        self._history.check(rec.mark(self.stream, self.part), b.first_id, b.last_id, offset)
         ids, types = b.ids.tolist(), b.types.tolist()
         for i, (seq, kind) in enumerate(zip(ids, types)):
             if seq < self._next:

@@ -1,35 +1,58 @@
-"""Appending one part to its Kafka partition: events framed as bundles, acknowledged on sync.
+"""Appending one part to its Kafka partition: events framed as bundles, acknowledged on sync, one writer
+at a time (FORMAT.md "Kafka log").
 
-The producer is idempotent (``enable.idempotence``, ``acks=all``) unless the user's settings say otherwise.
-``append`` buffers event bodies and hands a record to the producer once ``bundle_bytes`` or
-``bundle_events`` is reached; ``sync`` (``Capture.advance_to``/``close``) sends the rest and returns only
-when the broker acknowledged everything, raising DeliveryError on any failure — nothing is dropped quietly.
-A writer that (re)starts continues after the last sequence id found in its partition.
+**Fencing.** Each part writer is a transactional producer with the transactional id
+``<prefix>.<topic>.<part>`` (``KafkaTarget.transactional_id``). Opening calls ``init_transactions``, which
+makes Kafka fence every earlier producer of that id and abort its open transaction; ``append`` opens a
+transaction, ``sync`` (``Capture.advance_to``/``close``) commits it and returns only when it is committed.
+Readers read committed records only, so they see exactly what ``sync`` acknowledged. A writer that was
+fenced raises WriterFencedError at its next ``sync`` (or ``append``, once it knows): its unsynced events
+were aborted, its synced ones stay. With ``eventlog.transactions=false`` the writer uses the log's shared
+idempotent producer and ``sync`` waits for acknowledgements; nothing fences it then, but readers still
+detect two writers by their epochs.
+
+**Epochs.** After fencing, the writer reads the tail of its partition: it continues after the last
+sequence id, and its epoch is one more than the epoch of the last record. Every record it produces carries
+``eventlog.epoch`` and ``eventlog.writer`` headers, which readers check.
+
+**Lost data.** Opening raises LostDataError when the partition was emptied or lost its header record, when
+the topic has fewer partitions than peers, and when the part ends before ``expect_next_seq`` (the position
+the application saved): a writer never silently starts a new history at sequence id 1 over lost events.
+Any delivery failure raises DeliveryError at ``sync`` — nothing is dropped quietly; after a failed or
+fenced ``sync`` the writer is unusable (reopen the part).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+import secrets
+from typing import TYPE_CHECKING, Callable
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from eventlog import bundle
 from eventlog.encoding import SegmentEncoder
-from eventlog.errors import DeliveryError, EventLogError
+from eventlog.errors import CorruptLogError, DeliveryError, EventLogError
 from eventlog.events import Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartWriter
 
-from .records import events_record
+from .errors import LostDataError, WriterFencedError
+from .records import MAX_EPOCH, WriterMark, events_record, writer_headers
 
 if TYPE_CHECKING:
     from .log import KafkaLog
 
+_rdkafka_log = logging.getLogger("eventlog.kafka.rdkafka")
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+           KafkaError.TRANSACTION_COORDINATOR_FENCED}
+
 
 class KafkaPartWriter(PartWriter):
-    """The writer of one part; one per part at a time is the caller's duty (Kafka has no lock for it)."""
+    """The writer of one part; opening it fences every earlier writer of the part (module doc)."""
 
-    def __init__(self, log: "KafkaLog", header: StreamHeader, part: int, encoder: SegmentEncoder) -> None:
+    def __init__(self, log: "KafkaLog", header: StreamHeader, part: int, encoder: SegmentEncoder, *,
+                 expect_next_seq: int | None = None) -> None:
         self._log = log
         self.header = header
         self.stream = header.stream
@@ -37,8 +60,48 @@ class KafkaPartWriter(PartWriter):
         self._topic = log.target.topic(header.stream)
         self._encoder = encoder
         self._errors: list[str] = []
-        self._producer: Producer | None = log.producer()
-        self._next = log.last_seq(header.stream, part) + 1
+        self._fatal: list[KafkaError] = []
+        self._failed: EventLogError | None = None
+        self._in_txn = False
+        self._synced: int | None = None  # the first seq not yet committed (known once the tail was read)
+        self.writer: WriterMark | None = None
+        """This writer's epoch and id, carried by every record it produces (set once opened)."""
+        self.transactional = log.target.transactions
+        """True when this writer is a transactional producer that fences earlier writers."""
+        self.transactional_id = log.target.transactional_id(self._topic, part) if self.transactional else None
+        """The Kafka transactional id of the part (None without transactions)."""
+        self._producer: Producer | None = None
+        if self.transactional:
+            self._producer = Producer(log.target.producer(**{
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "transactional.id": self.transactional_id,
+                "error_cb": self._on_error,
+                "logger": _rdkafka_log,  # a fenced producer's fatal error is ours to raise, not to print
+            }))
+            self._call(lambda p: p.init_transactions(log.timeout),
+                       "fence earlier writers (init_transactions; for a cluster without transactions, set "
+                       "eventlog.transactions=false)")
+        else:
+            self._producer = log.producer()
+        tail = log.tail(header.stream, part)
+        self._next = tail.last_seq + 1
+        if expect_next_seq is not None and self._next < expect_next_seq:
+            self._producer = None
+            raise LostDataError(
+                f"the part ends at seq {tail.last_seq} (kafka offsets {tail.low}..{tail.high}), but the application "
+                f"expects to continue from seq {expect_next_seq}: events {self._next}..{expect_next_seq - 1} are "
+                f"gone (topic deleted and recreated, a broker that lost its data, retention); refusing to start "
+                f"another history", stream=self.stream, part=part, seq=self._next, offset=tail.high)
+        previous = tail.writer.epoch if tail.writer is not None else 0
+        if previous >= MAX_EPOCH:
+            self._producer = None
+            raise CorruptLogError(f"the last record has writer epoch {previous}: no next epoch",
+                                  stream=self.stream, part=part, seq=tail.last_seq)
+        self.writer = WriterMark(previous + 1, secrets.token_hex(8))
+        self._headers = writer_headers(self.writer)
+        self._synced = self._next
         self._bodies: list[bytes] = []
         self._kinds: list[int] = []
         self._pending_bytes = 0
@@ -47,12 +110,81 @@ class KafkaPartWriter(PartWriter):
         """Kafka records produced by this writer."""
 
     @property
+    def epoch(self) -> int:
+        """This writer's epoch: one more than the epoch of the part's last record when it opened."""
+        assert self.writer is not None
+        return self.writer.epoch
+
+    @property
     def next_seq(self) -> int:
         return self._next
+
+    # -- errors ----------------------------------------------------------------------------------------
 
     def _on_delivery(self, err, msg) -> None:  # noqa: ANN001
         if err is not None:
             self._errors.append(f"{err.str()} ({msg.topic()}[{msg.partition()}])")
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal.append(err)
+
+    def _unsynced(self) -> str:
+        return f"events from seq {self._synced} on were not committed" if self._synced is not None else \
+            "nothing was written"
+
+    def _fenced(self, err: KafkaError) -> WriterFencedError:
+        epoch = f", writer epoch {self.writer.epoch}" if self.writer is not None else ""
+        return WriterFencedError(
+            f"another writer opened this part and Kafka fenced this one (transactional id "
+            f"{self.transactional_id!r}{epoch}); {self._unsynced()} ({err.str()})",
+            stream=self.stream, part=self.part, seq=self._synced)
+
+    def _fail(self, error: EventLogError) -> EventLogError:
+        """Make the writer unusable: every later append/sync raises ``error`` again."""
+        self._failed = error
+        return error
+
+    def _check_usable(self) -> None:
+        if self._failed is not None:
+            e = self._failed
+            raise type(e)(e.reason, **e.location())
+        if self._producer is None:
+            raise EventLogError("writer is closed", stream=self.stream, part=self.part)
+        if self.transactional:
+            self._producer.poll(0)  # serves error_cb: a fenced producer learns it here
+            if self._fatal:
+                self._raise_kafka(self._fatal[0], "write")
+
+    def _raise_kafka(self, err: KafkaError, what: str) -> None:
+        if err.code() in _FENCED:
+            raise self._fail(self._fenced(err))
+        raise self._fail(DeliveryError(f"kafka failed to {what}: {err.str()}; {self._unsynced()}",
+                                       stream=self.stream, part=self.part, seq=self._synced))
+
+    def _call(self, op: Callable[[Producer], object], what: str) -> None:
+        """Run a transaction call, retrying what Kafka calls retriable; a fenced producer raises
+        WriterFencedError, an abortable failure aborts the transaction and raises DeliveryError."""
+        assert self._producer is not None
+        for _ in range(100):
+            try:
+                op(self._producer)
+                return
+            except KafkaException as e:
+                err: KafkaError = e.args[0]
+                if err.code() in _FENCED or err.fatal():
+                    self._raise_kafka(err, what)
+                if err.txn_requires_abort():
+                    try:
+                        self._producer.abort_transaction(self._log.timeout)
+                    except KafkaException:
+                        pass
+                    self._in_txn = False
+                    self._raise_kafka(err, what)
+                if not err.retriable():
+                    self._raise_kafka(err, what)
+        raise self._fail(DeliveryError(f"kafka failed to {what}: still retriable after 100 attempts",
+                                       stream=self.stream, part=self.part))
 
     def _raise_errors(self) -> None:
         self._errors.extend(e for e in self._log.fatal_errors() if e not in self._errors)
@@ -61,10 +193,12 @@ class KafkaPartWriter(PartWriter):
             raise DeliveryError(f"kafka did not acknowledge {n} record(s): {first}", stream=self.stream,
                                 part=self.part)
 
+    # -- writing ---------------------------------------------------------------------------------------
+
     def append(self, event: Event) -> int:
-        if self._producer is None:
-            raise EventLogError("writer is closed", stream=self.stream, part=self.part)
-        self._raise_errors()
+        self._check_usable()
+        if not self.transactional:
+            self._raise_errors()
         seq = self._next
         body = self._encoder.encode(seq, event)
         if not self._bodies:
@@ -80,35 +214,56 @@ class KafkaPartWriter(PartWriter):
     def _send(self) -> None:
         if not self._bodies:
             return
-        assert self._producer is not None
+        producer = self._producer
+        assert producer is not None
+        if self.transactional and not self._in_txn:
+            self._call(lambda p: p.begin_transaction(), "begin a transaction")
+            self._in_txn = True
         value = events_record(self._first, self._kinds, self._bodies)
         while True:
             try:
-                self._producer.produce(self._topic, value=value, partition=self.part, on_delivery=self._on_delivery)
+                producer.produce(self._topic, value=value, partition=self.part, headers=self._headers,
+                                 on_delivery=self._on_delivery)
                 break
             except BufferError:  # the producer's queue is full: let it deliver, then retry
-                self._producer.poll(0.05)
+                producer.poll(0.05)
             except KafkaException as e:
-                raise DeliveryError(f"kafka refused a record: {e}", stream=self.stream, part=self.part,
+                err: KafkaError = e.args[0]
+                if err.code() in _FENCED or err.fatal():
+                    self._raise_kafka(err, "produce")
+                raise DeliveryError(f"kafka refused a record: {err.str()}", stream=self.stream, part=self.part,
                                     seq=self._first) from None
-        self._producer.poll(0)
+        producer.poll(0)
         self.records_sent += 1
         self._bodies, self._kinds, self._pending_bytes = [], [], 0
 
     def sync(self) -> None:
-        if self._producer is None:
+        if self._producer is None and self._failed is None:
             return
+        self._check_usable()
         self._send()
-        remaining = self._producer.flush(self._log.timeout)
-        self._raise_errors()
-        if remaining:
-            raise DeliveryError(f"{remaining} record(s) not acknowledged within {self._log.timeout} s",
-                                stream=self.stream, part=self.part)
+        if self.transactional:
+            if self._in_txn:
+                self._call(lambda p: p.commit_transaction(self._log.timeout), "commit the transaction")
+                self._in_txn = False
+            if self._errors:  # a commit that succeeded delivered everything; this is a safety net
+                raise self._fail(DeliveryError(f"kafka did not acknowledge a record: {self._errors[0]}",
+                                               stream=self.stream, part=self.part, seq=self._synced))
+        else:
+            remaining = self._producer.flush(self._log.timeout)  # type: ignore[union-attr]
+            self._raise_errors()
+            if remaining:
+                raise DeliveryError(f"{remaining} record(s) not acknowledged within {self._log.timeout} s",
+                                    stream=self.stream, part=self.part)
+        self._synced = self._next
 
     def close(self) -> None:
+        """Sync (commit), then release the part. A writer that failed or was fenced releases silently: its
+        error was raised already."""
         if self._producer is None:
             return
         try:
-            self.sync()
+            if self._failed is None:
+                self.sync()
         finally:
             self._producer = None
