@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.change_batch import ChangeBatch
-from eventlog.errors import HeaderMismatchError, ProgressError, StreamNotFoundError
+from eventlog.errors import HeaderMismatchError, LostDataError, ProgressError, StreamNotFoundError
 from eventlog.events import Messages, Progress
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartWriter, open_log
@@ -33,6 +33,8 @@ class Capture:
     header's, or to ``"arrow"`` and ``"int64"`` for a new stream. ``advance_to`` and ``close`` return once
     the events so far are durable as the log's ``sync`` mode promises. Reopening a part continues after its
     last event, with the frontier it had. Leaving a ``with`` block by an exception does not finish the part.
+    ``expect_next_seq`` (the ``next_seq`` the application saved in its own checkpoint) makes opening raise
+    ``LostDataError`` when the part holds less, or the stream is gone, instead of starting a new history.
     """
 
     def __init__(
@@ -46,14 +48,26 @@ class Capture:
         encoding: str | None = None,
         time: "str | TimeType | None" = None,
         sync: str | None = None,
+        expect_next_seq: int | None = None,
     ) -> None:
         self.log = log if isinstance(log, Log) else open_log(log)
+        if expect_next_seq is not None:
+            self._check_stream_exists(stream, worker, expect_next_seq)
         self.header = self._open_header(stream, peers, schema, encoding, time)
         self.stream = stream
         self.worker = worker
         self.peers = peers
         self._writer: PartWriter = self.log.writer(stream, worker, sync=sync)
         self._closed = False
+        if expect_next_seq is not None and self._writer.next_seq < expect_next_seq:
+            found = self._writer.next_seq
+            self._writer.close()
+            self._closed = True
+            raise LostDataError(
+                f"part continues at seq {found}, but the application expected {expect_next_seq}: acknowledged "
+                "events are gone (a log deleted, recreated or restored from an older copy)",
+                stream=stream, part=worker, seq=found,
+            )
         try:
             self._frontier = self._recover_frontier()
         except BaseException:
@@ -68,6 +82,20 @@ class Capture:
             )
 
     # -- opening ---------------------------------------------------------------------------------------
+
+    def _check_stream_exists(self, stream: str, worker: int, expect_next_seq: int) -> None:
+        """With ``expect_next_seq`` > 1 the stream must exist: creating it anew would start a second history."""
+        if isinstance(expect_next_seq, bool) or not isinstance(expect_next_seq, int) or expect_next_seq < 1:
+            raise ValueError(f"expect_next_seq must be a sequence id >= 1, got {expect_next_seq!r}")
+        if expect_next_seq == 1:
+            return
+        try:
+            self.log.header(stream)
+        except StreamNotFoundError:
+            raise LostDataError(
+                f"stream is gone, but the application expected its part to continue at seq {expect_next_seq}",
+                stream=stream, part=worker,
+            ) from None
 
     def _open_header(
         self, stream: str, peers: int, schema: pa.Schema | None, encoding: str | None, time: "str | TimeType | None"

@@ -181,3 +181,34 @@ def test_avro_roundtrip_of_nested_null_structs_beside_temporal_columns(log_uri):
     with Capture(log, "n", 0, 1, schema=schema, encoding="avro") as cap:
         cap.send(0, batch)
     assert events(log, "n")[0] == Messages(0, batch)
+
+
+def test_expect_next_seq_refuses_a_log_that_lost_events(log_uri, schema):
+    """An application that saved ``next_seq`` in its checkpoint learns that acknowledged events are gone,
+    instead of silently starting a new history at seq 1 (issue: a broker restarted empty)."""
+    from eventlog import LostDataError
+
+    cap = Capture(log_uri, "s", 0, 1, schema=schema)
+    cap.send(0, [{"x": 1, "s": "a"}])
+    cap.advance_to(1)
+    saved = cap.next_seq
+    cap._writer.close()  # the application stops without finishing the part
+    # the saved position holds: the writer continues
+    cap = Capture(log_uri, "s", 0, 1, expect_next_seq=saved)
+    assert cap.next_seq == saved
+    cap.send(1, [{"x": 2, "s": "b"}])
+    cap.advance_to(2)
+    cap._writer.close()  # a crash: the part is not finished
+    # a position beyond what the part holds: events are gone
+    with pytest.raises(LostDataError) as e:
+        Capture(log_uri, "s", 0, 1, expect_next_seq=saved + 10)
+    assert (e.value.stream, e.value.part) == ("s", 0)
+    # a stream that is gone is not recreated when the application expects to continue
+    with pytest.raises(LostDataError):
+        Capture(log_uri, "gone", 0, 1, schema=schema, expect_next_seq=3)
+    from eventlog import StreamNotFoundError, open_log
+
+    with pytest.raises(StreamNotFoundError):
+        open_log(log_uri).header("gone")
+    with pytest.raises(ValueError):
+        Capture(log_uri, "s", 0, 1, expect_next_seq=0)
