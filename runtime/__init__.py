@@ -11,6 +11,7 @@ checkpoints, failover and rescale (Ray Streaming's design, hosted on Spark). See
 
 from .errors import (
     ChannelError,
+    CheckpointCorruptError,
     CheckpointError,
     InjectedFailure,
     JobAbortedError,
@@ -20,8 +21,9 @@ from .errors import (
     RescaleError,
     RuntimeJobError,
     TaskFailedError,
+    UnstorableStateError,
 )
-from .failover import JobResult
+from .failover import JobResult, RestartBackoff
 from .faults import Fault, FaultPlan
 from .graph import Job, KeyedStream, Stream
 from .keygroups import DEFAULT_KEY_GROUPS
@@ -29,7 +31,8 @@ from .sources import Advance
 from .writer import WriterSettings
 
 __all__ = [
-    "Advance", "ChannelError", "CheckpointError", "DEFAULT_KEY_GROUPS", "Fault", "FaultPlan", "InjectedFailure",
-    "Job", "JobAbortedError", "JobFailedError", "JobGraphError", "JobResult", "KeyedStream",
-    "NotEnoughSlotsError", "RescaleError", "RuntimeJobError", "Stream", "TaskFailedError", "WriterSettings",
+    "Advance", "ChannelError", "CheckpointCorruptError", "CheckpointError", "DEFAULT_KEY_GROUPS", "Fault",
+    "FaultPlan", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError", "JobGraphError", "JobResult",
+    "KeyedStream", "NotEnoughSlotsError", "RescaleError", "RestartBackoff", "RuntimeJobError", "Stream",
+    "TaskFailedError", "UnstorableStateError", "WriterSettings",
 ]

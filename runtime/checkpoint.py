@@ -11,9 +11,11 @@ Protocol, for checkpoint ``n``:
    writes its snapshot — input offsets (last message id per input channel), output offsets (its writers'
    last ids), operator state — atomically, then forwards the barrier to its outputs and reports ``n``.
 4. When every task of the generation reported ``n``, the coordinator writes the checkpoint's manifest
-   (``_COMPLETE``, then ``LATEST``): ``n`` is complete. Tasks learn it from their next heartbeat: sinks
-   commit the output staged up to ``n``, readers delete their channel segments up to ``n``'s barrier.
-   The coordinator deletes older checkpoints and earlier generations' channels.
+   (``_COMPLETE``, then ``LATEST``): ``n`` is complete. It then moves the commit horizon
+   (``runtime.state``) to the complete checkpoint before ``n`` — to ``n`` itself when ``n`` is final —
+   and saves it. Tasks learn both from their next heartbeat: readers delete their channel segments up to
+   ``n``'s barrier, sinks commit the output staged up to the horizon. The driver deletes the checkpoints
+   no restore can use (``CheckpointStore.prune``) and earlier generations' channels.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ class CheckpointCoordinator:
         """The last complete checkpoint (of any generation)."""
         self.completed_in_run = 0
         """Checkpoints completed since the run started."""
+        self.completed_in_generation = 0
+        """Checkpoints completed since the generation started (0: it made no progress)."""
+        self.horizon = 0
+        """The commit horizon: sinks may commit output of checkpoints up to this id."""
         self.final_id: int | None = None
         """The checkpoint triggered after every task finished (None: not yet)."""
         self.durations: list[float] = []
@@ -60,7 +66,15 @@ class CheckpointCoordinator:
         self._reports = {}
         self._in_flight = None
         self.completed_id = restored["checkpoint"] if restored else 0
+        self.completed_in_generation = 0
+        self.horizon = self.store.commit_horizon()
         self._last_trigger = time.monotonic()
+
+    def commit_through(self, checkpoint: int) -> None:
+        """Let sinks commit output up to complete checkpoint ``checkpoint`` (saved before tasks hear it); the
+        job can then no longer fall back to an earlier checkpoint."""
+        if checkpoint > self.horizon:
+            self.horizon = self.store.advance_horizon(checkpoint)
 
     def maybe_trigger(self, all_finished: bool) -> int | None:
         """Trigger a checkpoint if one is due; returns its id."""
@@ -101,8 +115,10 @@ class CheckpointCoordinator:
         })
         del self._reports[checkpoint]
         self._in_flight = None
+        self.commit_through(checkpoint if checkpoint == self.final_id else self.completed_id)
         self.completed_id = checkpoint
         self.completed_in_run += 1
+        self.completed_in_generation += 1
         self.durations.append(time.monotonic() - self._triggered_at)
         self._just_completed.append(checkpoint)
         return True

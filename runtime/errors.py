@@ -15,7 +15,8 @@ class JobGraphError(RuntimeJobError, ValueError):
 
 
 class JobFailedError(RuntimeJobError):
-    """The job failed more often than ``max_restarts`` allows; the message names the last task failure."""
+    """The job failed more often than ``max_restarts`` allows (or ran out of time); the message names the
+    last task failure."""
 
 
 class TaskFailedError(RuntimeJobError):
@@ -36,6 +37,21 @@ class ChannelError(RuntimeJobError):
 
 class CheckpointError(RuntimeJobError):
     """A checkpoint cannot be written, read or restored (a missing task state, a torn manifest)."""
+
+
+class CheckpointCorruptError(CheckpointError):
+    """A checkpoint file is damaged or not one the runtime wrote: bad magic, an unsupported version, a
+    length or checksum mismatch, a truncated or missing file, malformed JSON or Arrow data, a field of the
+    wrong type, or state stored with a serializer its operator does not opt in to (``pickle``). The error
+    names the file. The driver then falls back to the previous complete checkpoint (``docs/runtime.md``,
+    "Damaged checkpoints"); it raises this error when no usable checkpoint remains."""
+
+
+class UnstorableStateError(CheckpointError, TypeError):
+    """An operator keeps state that its serializer cannot store exactly (e.g. a ``set`` accumulator with the
+    default serializer): raised when the checkpoint is taken, naming the operator and the value's type. The
+    job fails at once (every retry would fail the same way); pass ``serializer="pickle"`` to the operator
+    to opt in to pickle, or keep JSON- or Arrow-representable values."""
 
 
 class RescaleError(RuntimeJobError, ValueError):

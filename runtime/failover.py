@@ -1,14 +1,22 @@
 """Running a job, and restarting it after failures (the driver's failover loop).
 
-``run_job`` (what ``Job.run`` calls) runs the job graph as a sequence of *generations*. Each generation
-restores every task from the last complete checkpoint (if any), with the job's current parallelisms —
-keyed state moves by key group and source/sink parts by ``part % parallelism`` when they changed — and
-gets fresh channels (``runtime.channels``). While it runs, the driver ticks the job master: checkpoints are
-triggered and completed, and what they made obsolete is deleted (older checkpoints, earlier generations'
-channels). When any task fails — an exception, a SIGKILLed Spark worker, a lost heartbeat — the master
-fails the generation: every other task aborts at its next heartbeat (on Spark the job group is also
-cancelled), and the driver starts the next generation, at most ``max_restarts`` times. The run ends when
-the sources finished and the sinks committed the final checkpoint (or ``stop_after_checkpoints``).
+``run_job`` (what ``Job.run`` calls) runs the job graph as a sequence of *generations*. Before each
+generation the driver chooses the checkpoint to restore (``CheckpointStore.select``): the newest complete
+one that verifies — every file decodes, passes its checksum and is accepted by its operator, nothing run
+from it — falling back to the previous complete checkpoint when the newest is damaged (each skipped one is
+logged and listed in ``JobResult.fallbacks``); with no usable checkpoint the run raises
+``CheckpointCorruptError`` (or starts from scratch if no output was ever committed). Every task restores
+from it with the job's current parallelisms — keyed state moves by key group and source/sink parts by
+``part % parallelism`` when they changed — and gets fresh channels (``runtime.channels``). While it runs,
+the driver ticks the job master: checkpoints are triggered and completed, and what they made obsolete is
+deleted (checkpoints no restore can use, earlier generations' channels). When any task fails — an
+exception, a SIGKILLed Spark worker, a lost heartbeat — the master fails the generation: every other task
+aborts at its next heartbeat (on Spark the job group is also cancelled), and after a back-off delay
+(``RestartBackoff``: exponential, bounded; it starts over after a generation that completed a checkpoint)
+the driver starts the next generation, at most ``max_restarts`` times, then raises ``JobFailedError``
+with the last failure. State a checkpoint cannot store (``UnstorableStateError``) fails the job at once:
+every retry would fail the same way. The run ends when the sources finished and the sinks committed the
+final checkpoint (or ``stop_after_checkpoints``).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .channels import open_channel_store
-from .errors import JobFailedError, RescaleError
+from .errors import JobFailedError, RescaleError, UnstorableStateError
 from .faults import FaultPlan
 from .master import JobMaster
 from .state import CheckpointStore
@@ -58,6 +66,43 @@ class JobResult:
     """Wall-clock time (``time.time()``) at which each failed generation was failed."""
     generation_starts: list[float] = field(default_factory=list)
     """Wall-clock time at which each generation started."""
+    restart_delays: list[float] = field(default_factory=list)
+    """Seconds the driver waited before each restart (``RestartBackoff``)."""
+    fallbacks: list[str] = field(default_factory=list)
+    """Damaged checkpoints passed over when choosing where to restore (each error names its file)."""
+    restored_from: list[int | None] = field(default_factory=list)
+    """The checkpoint each generation restored (None: a fresh start)."""
+
+
+@dataclass(frozen=True)
+class RestartBackoff:
+    """How long the driver waits before restarting a failed job: ``initial`` seconds before the first restart,
+    ``factor`` times longer before each next one, at most ``maximum``; the delay starts over at ``initial``
+    after a generation that completed a checkpoint (it made progress, so its failure is not a loop)."""
+
+    initial: float = 0.05
+    maximum: float = 2.0
+    factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (self.initial >= 0 and self.maximum >= self.initial and self.factor >= 1):
+            raise ValueError("RestartBackoff needs 0 <= initial <= maximum and factor >= 1")
+
+    def delay(self, streak: int) -> float:
+        """The delay before the restart that follows ``streak`` failures in a row without progress (>= 1)."""
+        return min(self.maximum, self.initial * self.factor ** min(max(streak - 1, 0), 64))
+
+
+_FATAL = (UnstorableStateError,)
+"""Failures no restart can cure: the job fails at once with the error."""
+
+
+def _fatal(reason: str) -> BaseException | None:
+    for cls in _FATAL:
+        i = reason.find(f"{cls.__name__}: ")
+        if i >= 0:
+            return cls(f"job failed without a restart: {reason}")
+    return None
 
 
 def _check_restore(manifest: dict[str, Any] | None, job: "Job") -> None:
@@ -71,9 +116,11 @@ def _check_restore(manifest: dict[str, Any] | None, job: "Job") -> None:
 def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoint_interval: float | None,
             max_restarts: int, faults: FaultPlan | None, writer: WriterSettings | None,
             stop_after_checkpoints: int | None, timeout: float | None, heartbeat_interval: float,
-            chaining: bool = False) -> JobResult:
+            chaining: bool = False, restart_backoff: RestartBackoff | None = None) -> JobResult:
     """Run ``job`` (see ``Job.run`` and the module doc)."""
     plan = job.plan(chaining)
+    backoff = restart_backoff or RestartBackoff()
+    operators = {name: node.make() for name, node in plan.nodes.items()}   # only to verify restored state
     store = CheckpointStore(checkpoints, job.name)
     chan = open_channel_store(channels, job.name)
     settings = writer or WriterSettings()
@@ -93,12 +140,20 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
     failures: list[str] = []
     failure_times: list[float] = []
     gen_starts: list[float] = []
+    delays: list[float] = []
+    fallbacks: list[str] = []
+    restored: list[int | None] = []
+    streak = 0
     attempt = 0
     try:
         while True:
             generation = store.next_generation()
-            manifest = store.latest()
+            manifest, skipped = store.select(operators)
+            for e in skipped:
+                _log.warning("job %s: checkpoint passed over: %s", job.name, e)
+                fallbacks.append(str(e))
             _check_restore(manifest, job)
+            restored.append(manifest["checkpoint"] if manifest else None)
             chan.prepare(generation, [c.name for c in plan.channels])
             master.begin(generation, manifest)
             gen_starts.append(time.time())
@@ -110,7 +165,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             dropped = False
             while not handle.done():
                 for c in master.tick():
-                    store.remove_before(c)
+                    store.prune(c, master.coordinator.horizon)
                     if not dropped:
                         chan.drop_generations(generation)
                         dropped = True
@@ -121,7 +176,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
                     handle.cancel()
                 handle.wait(0.005)
             for c in master.tick():
-                store.remove_before(c)
+                store.prune(c, master.coordinator.horizon)
             errors = handle.errors()
             if master.status in ("finished", "stopped") and not errors:
                 break
@@ -130,12 +185,21 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             failures.append(reason)
             failure_times.append(master.first_failure_at or time.time())
             master.first_failure_at = None
+            fatal = _fatal(reason)
+            if fatal is not None:
+                raise fatal
             if deadline is not None and time.monotonic() > deadline:
                 raise JobFailedError(f"job {job.name!r} did not finish within {timeout} s: {reason}")
             if len(failures) > max_restarts:
                 raise JobFailedError(f"job {job.name!r} failed {len(failures)} times (max_restarts="
                                      f"{max_restarts}); last failure: {reason}")
-            _log.info("job %s generation %d failed (%s); restarting", job.name, generation, reason)
+            streak = 1 if master.coordinator.completed_in_generation else streak + 1
+            delay = backoff.delay(streak)
+            if deadline is not None:
+                delay = max(0.0, min(delay, deadline - time.monotonic()))
+            delays.append(delay)
+            _log.info("job %s generation %d failed (%s); restarting in %.3f s", job.name, generation, reason, delay)
+            time.sleep(delay)
             attempt += 1
         if master.status == "finished":
             chan.drop_generations(generation + 1)
@@ -144,7 +208,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
         c = master.coordinator
         return JobResult(job.name, master.status, attempt + 1, len(failures), failures, c.completed_in_run,
                          c.completed_id, time.monotonic() - started, list(c.durations), tasks, failure_times,
-                         gen_starts)
+                         gen_starts, delays, fallbacks, restored)
     finally:
         executor.close()
         chan.close()

@@ -21,6 +21,7 @@ from replay.keyhash import Key
 
 from .errors import JobGraphError
 from .keygroups import DEFAULT_KEY_GROUPS
+from .keyedstate import check_serializer
 from .operators import (
     Aggregation,
     FilterOp,
@@ -31,7 +32,7 @@ from .operators import (
 )
 
 if TYPE_CHECKING:
-    from .failover import JobResult
+    from .failover import JobResult, RestartBackoff
     from .faults import FaultPlan
     from .writer import WriterSettings
 
@@ -147,6 +148,7 @@ class Job:
         timeout: float | None = None,
         heartbeat_interval: float = 0.01,
         chaining: bool = False,
+        restart_backoff: "RestartBackoff | None" = None,
     ) -> "JobResult":
         """Run the job until its sources' frontiers are empty and every sink committed its output.
 
@@ -156,8 +158,10 @@ class Job:
         live (a path / ``file://`` URI, or ``kafka://host:port/prefix``). ``checkpoints``: a path / ``file://``
         URI every task can reach; if it holds a complete checkpoint of this job, the run resumes from it
         (with the current parallelisms). ``checkpoint_interval``: seconds between checkpoints (None: only
-        the final one). A failed task restarts the job from the last complete checkpoint, at most
-        ``max_restarts`` times. ``stop_after_checkpoints``: stop (status ``"stopped"``) once that many
+        the final one). A failed task restarts the job from the last complete checkpoint (the one before it
+        if it is damaged), at most ``max_restarts`` times, waiting ``restart_backoff`` (default
+        ``RestartBackoff()``: 50 ms doubling up to 2 s) before each. ``stop_after_checkpoints``: stop
+        (status ``"stopped"``) once that many
         checkpoints completed in this run — to resume later, e.g. with other parallelisms.
         ``chaining=True`` runs forward-connected operators of equal parallelism in one task (fewer tasks
         and channels; off by default, so every operator instance is its own task). ``faults`` injects
@@ -167,7 +171,7 @@ class Job:
         return run_job(self, spark, channels=channels, checkpoints=checkpoints,
                        checkpoint_interval=checkpoint_interval, max_restarts=max_restarts, faults=faults,
                        writer=writer, stop_after_checkpoints=stop_after_checkpoints, timeout=timeout,
-                       heartbeat_interval=heartbeat_interval, chaining=chaining)
+                       heartbeat_interval=heartbeat_interval, chaining=chaining, restart_backoff=restart_backoff)
 
     def __repr__(self) -> str:
         ops = ", ".join(f"{n.name}x{n.parallelism}" for n in self.nodes.values())
@@ -243,10 +247,11 @@ class KeyedStream:
         self._window = window
 
     def _agg(self, agg: Aggregation, prefix: str, name: str | None, parallelism: int | None,
-             schema: pa.Schema | None) -> Stream:
+             schema: pa.Schema | None, serializer: str = "auto") -> Stream:
         key, window = self._key, self._window
-        node = self._stream._then(prefix, lambda: KeyedAggregateOp(key, agg, window, schema), name, parallelism,
-                                  key=key)
+        check_serializer(serializer)
+        node = self._stream._then(prefix, lambda: KeyedAggregateOp(key, agg, window, schema, serializer), name,
+                                  parallelism, key=key)
         return Stream(self._stream.job, node)
 
     def window(self, size: int) -> "KeyedStream":
@@ -265,17 +270,23 @@ class KeyedStream:
         return self._agg(Aggregation("sum", column=column), "sum", name, parallelism, None)
 
     def reduce(self, fn: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]], *,
-               parallelism: int | None = None, name: str | None = None, schema: pa.Schema | None = None) -> Stream:
-        """Rows ``fn(acc, record)`` folded per key (``fn`` associative; the first record starts ``acc``)."""
-        return self._agg(Aggregation("reduce", fn=fn), "reduce", name, parallelism, schema)
+               parallelism: int | None = None, name: str | None = None, schema: pa.Schema | None = None,
+               serializer: str = "auto") -> Stream:
+        """Rows ``fn(acc, record)`` folded per key (``fn`` associative; the first record starts ``acc``).
+        ``serializer``: how checkpoints store the values (see ``aggregate``)."""
+        return self._agg(Aggregation("reduce", fn=fn), "reduce", name, parallelism, schema, serializer)
 
     def aggregate(self, zero: Callable[[], Any], add: Callable[[Any, dict[str, Any]], Any], *,
                   finish: Callable[[Any, Any], dict[str, Any]] | None = None, parallelism: int | None = None,
-                  name: str | None = None, schema: pa.Schema | None = None) -> Stream:
+                  name: str | None = None, schema: pa.Schema | None = None, serializer: str = "auto") -> Stream:
         """Per key, ``acc = add(acc, record)`` from ``zero()``; rows ``finish(key, acc)`` (default
-        ``{key…, "value": acc}``)."""
+        ``{key…, "value": acc}``). ``serializer`` says how checkpoints store the accumulators
+        (``runtime.keyedstate``): ``"auto"`` (an Arrow column if exact, else tagged JSON), ``"arrow"``,
+        ``"json"``, or ``"pickle"`` — an explicit opt-in, for accumulators of other types, since loading a
+        pickle runs code: use it only for checkpoints you trust. A value the serializer cannot store exactly
+        fails the checkpoint with ``UnstorableStateError`` naming the operator and the value's type."""
         return self._agg(Aggregation("aggregate", fn=add, zero=zero, finish=finish), "aggregate", name,
-                         parallelism, schema)
+                         parallelism, schema, serializer)
 
 
 # -- the physical plan -----------------------------------------------------------------------------------

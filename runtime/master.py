@@ -3,11 +3,11 @@
 Tasks send the master a *heartbeat* every ``heartbeat_interval`` (10 ms by default) from a thread of
 their own, and the reply carries everything the master has to tell them. A heartbeat holds the task's
 generation, the bytes it consumed per input channel (acknowledgements for its writers' flow control), the
-checkpoints it saved since the last heartbeat, the last checkpoint whose completion it handled
-(``committed``), whether its input is finished, and a failure if it is failing. The reply holds the last
-checkpoint triggered (sources inject its barrier), the last one complete (sinks commit, readers trim),
-``stop`` (the job is done), ``abort`` (the generation is over: another task failed), and the
-acknowledged bytes of the task's output channels.
+checkpoints it saved since the last heartbeat, the commit horizon it handled (``committed``: its sinks
+committed output up to it), whether its input is finished, and a failure if it is failing. The reply holds
+the last checkpoint triggered (sources inject its barrier), the last one complete (readers trim), the commit
+horizon (``commit``: sinks commit up to it, ``runtime.state``), ``stop`` (the job is done), ``abort`` (the
+generation is over: another task failed), and the acknowledged bytes of the task's output channels.
 
 Transport: in-process tasks call ``JobMaster.handle`` directly (``LocalClient``); Spark tasks connect to
 a small TCP server the driver runs on 127.0.0.1 (``MasterServer``, one JSON object per line each way,
@@ -94,6 +94,7 @@ class JobMaster:
             return {
                 "trigger": c.trigger_id,
                 "completed": c.completed_id,
+                "commit": c.horizon,
                 "stop": self.status in ("finished", "stopped"),
                 "acks": {name: self._acks.get(name, 0) for name in self._outputs[task]},
             }
@@ -129,9 +130,10 @@ class JobMaster:
                 c.maybe_trigger(all_finished)
                 if c.final_id is not None and c.completed_id >= c.final_id and self._sinks_committed(c.final_id):
                     self.status = "finished"
-                elif (self.stop_after is not None and c.completed_in_run >= self.stop_after
-                      and self._sinks_committed(c.completed_id)):
-                    self.status = "stopped"
+                elif self.stop_after is not None and c.completed_in_run >= self.stop_after:
+                    c.commit_through(c.completed_id)      # stopping here: commit all of its output
+                    if self._sinks_committed(c.completed_id):
+                        self.status = "stopped"
             return self.coordinator.take_completed()
 
     def _sinks_committed(self, checkpoint: int) -> bool:

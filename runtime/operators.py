@@ -5,8 +5,10 @@ Records are Arrow record batches at a time (``(time, pa.RecordBatch)``); row fun
 (``map_batches``) see the batch. Every operator gets the instance's input frontier (``on_frontier``) and
 may hold back its output frontier (``hold``) for times it will still emit at; the task's output frontier is
 the meet of the two. Stateful operators snapshot their state at checkpoint barriers as
-``{"keyed": {key group: …}, "parts": {part: …}, "instance": …}`` so that a restart with another
-parallelism can hand each key group (or part) to the instance that now owns it.
+``{"keyed": {name: pa.Table}, "parts": {part: …}, "instance": …}`` — tagged JSON and Arrow tables, which
+load without running code (``runtime.statefile``); each keyed table has a ``group`` column
+(``runtime.keyedstate``) — so that a restart with another parallelism can hand each key group (or part) to
+the instance that now owns it. A restored state has a *list* of tables per name (one per old instance).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import pyarrow as pa
 from eventlog.antichain import Antichain
 from replay.keyhash import Key
 
+from .errors import CheckpointCorruptError
 from .keygroups import key_groups_of_values
+from .keyedstate import check_serializer, decode_table, encode_table
 
 RowFn = Callable[[dict[str, Any]], Any]
 
@@ -47,6 +51,39 @@ class OperatorContext:
     """Sends records downstream at a time (not behind the output frontier)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Runtime services (the fault plan, timing hooks)."""
+    commit_horizon: int = 0
+    """Output of checkpoints up to this id may be committed at ``open`` (``Operator.notify_complete``)."""
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    """Where a restored state comes from, for ``Operator.verify_state``."""
+
+    node: str
+    """The operator's name."""
+    where: str
+    """The snapshot file (or checkpoint directory, for a state merged from several files) it was read from."""
+    checkpoint_dir: str
+    """The job's checkpoint directory (sinks' staging files live under it)."""
+    horizon: int
+    """Output of checkpoints up to this id may already be committed (``runtime.state``)."""
+
+
+def check_state(ok: bool, what: str, where: str) -> None:
+    """Raise ``CheckpointCorruptError`` (``restored state: what``, naming ``where``) unless ``ok``."""
+    if not ok:
+        raise CheckpointCorruptError(f"restored state: {what}", path=where)
+
+
+def is_int(value: Any, low: int = 0) -> bool:
+    """True for an ``int`` (not a bool) of at least ``low``."""
+    return type(value) is int and value >= low
+
+
+def int_keyed(value: Any, where: str, what: str) -> dict[int, Any]:
+    """``value`` if it is a dict with non-negative int keys (parts, key groups), else a typed error."""
+    check_state(isinstance(value, dict) and all(is_int(k) for k in value), f"{what} is not a map of parts", where)
+    return value
 
 
 class Operator:
@@ -67,11 +104,19 @@ class Operator:
         return None
 
     def snapshot(self, checkpoint: int) -> dict[str, Any] | None:
-        """The instance's state at a checkpoint barrier (None: stateless)."""
+        """The instance's state at a checkpoint barrier (None: stateless): tagged JSON values and Arrow
+        tables (``runtime.statefile``); anything else fails the checkpoint (``UnstorableStateError``)."""
         return None
 
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
+        """Check a restored state (``open``'s argument) without running anything from it — no pickle is
+        loaded; raise ``CheckpointCorruptError`` naming the file when it is not a state this operator
+        wrote. The driver calls it before it restores a checkpoint, the task before ``open``."""
+        check_state(state is None or isinstance(state, dict), "the state is not a map", check.where)
+
     def notify_complete(self, checkpoint: int) -> None:
-        """Checkpoint ``checkpoint`` is complete (every task saved its state)."""
+        """Output up to checkpoint ``checkpoint`` may be committed: a later checkpoint is complete too (or
+        this one is final, or the job stops at it), so the job never restores from before it."""
 
     def close(self) -> None:
         """The instance stops (after its input finished, or on abort)."""
@@ -184,11 +229,15 @@ class KeyedAggregateOp(Operator):
     on how the inputs interleaved (for ``reduce``, given an associative function).
     """
 
-    def __init__(self, key: Key, agg: Aggregation, window: int | None, schema: pa.Schema | None) -> None:
+    def __init__(self, key: Key, agg: Aggregation, window: int | None, schema: pa.Schema | None,
+                 serializer: str = "auto") -> None:
         self.key = key
         self.agg = agg
         self.window = window
         self.schema = schema
+        self.serializer = check_serializer(serializer)
+        """How checkpoints store the values (``runtime.keyedstate``): ``auto``, ``arrow``, ``json`` or, by
+        explicit opt-in only, ``pickle``."""
         self._state: dict[Any, Any] = {}                 # key -> running aggregate (no window)
         self._pending: dict[int, dict[Any, Any]] = {}    # time or window start -> key -> partial
         self._key_names: list[str] = []
@@ -213,13 +262,47 @@ class KeyedAggregateOp(Operator):
         self._key_names = self._names()
         if state:
             inst = state.get("instance") or {}
-            if inst.get("key_types"):
-                self._key_types = [pa.ipc.read_schema(pa.py_buffer(inst["key_types"])).field(i).type
-                                   for i in range(len(self._key_names))]
-            for _kg, (st, pend) in state.get("keyed", {}).items():
-                self._state.update(st)
-                for t, bucket in pend.items():
-                    self._pending.setdefault(t, {}).update(bucket)
+            if inst.get("key_schema") is not None:
+                self._key_types = list(inst["key_schema"].schema.types)
+            keyed = state.get("keyed") or {}
+            for table in keyed.get("state", ()):
+                _slots, keys, values = self._decode(table, False, ctx.node, True)
+                self._state.update(zip(keys, values))
+            for table in keyed.get("pending", ()):
+                slots, keys, values = self._decode(table, True, ctx.node, True)
+                for t, k, v in zip(slots, keys, values):
+                    self._pending.setdefault(t, {})[k] = v
+
+    def _decode(self, table: pa.Table, pending: bool, node: str, unpickle: bool) -> Any:
+        path = (table.schema.metadata or {}).get(b"path", b"").decode("utf-8", "replace") or None
+        out = decode_table(table, pending=pending, n_keys=len(self._names()), allow_pickle=self.serializer == "pickle",
+                           unpickle=unpickle, operator=node, path=path)
+        if out is not None:
+            for k in out[1]:
+                try:
+                    hash(k)
+                except TypeError:
+                    raise CheckpointCorruptError(f"state of operator {node!r} has a key of unhashable type "
+                                                 f"{type(k).__name__}", path=path) from None
+        return out
+
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
+        super().verify_state(state, check)
+        if not state:
+            return
+        where = check.where
+        inst = state.get("instance") or {}
+        check_state(isinstance(inst, dict), "'instance' is not a map", where)
+        ks = inst.get("key_schema")
+        check_state(ks is None or (isinstance(ks, pa.Table) and ks.num_columns == len(self._names())),
+                    f"'key_schema' is not a table of {len(self._names())} key columns", where)
+        keyed = state.get("keyed") or {}
+        check_state(isinstance(keyed, dict) and set(keyed) <= {"state", "pending"}
+                    and all(isinstance(v, list) and all(isinstance(t, pa.Table) for t in v) for v in keyed.values()),
+                    "'keyed' is not a map of state tables", where)
+        for name, tables in keyed.items():
+            for table in tables:
+                self._decode(table, name == "pending", check.node, False)
 
     # -- records -------------------------------------------------------------------------------------
 
@@ -345,21 +428,34 @@ class KeyedAggregateOp(Operator):
             cols = [pa.array([k[i] for k in keys], type=types[i]) for i in range(n)]
         return key_groups_of_values(cols, self.ctx.key_groups)
 
+    def _what(self, pending: bool) -> str:
+        kind = self.agg.kind
+        if pending:
+            if kind == "aggregate" and self.window is None:
+                return "buffered records of aggregate()"
+            return f"pending partial values of {kind}()"
+        return f"running values of {kind}()" if kind != "aggregate" else "accumulators of aggregate()"
+
     def snapshot(self, checkpoint: int) -> dict[str, Any]:
-        keyed: dict[int, tuple[dict[Any, Any], dict[int, dict[Any, Any]]]] = {}
+        n = len(self._key_names)
+        node = self.ctx.node
         state_keys = list(self._state)
-        for k, g in zip(state_keys, self._groups(state_keys).tolist()):
-            keyed.setdefault(g, ({}, {}))[0][k] = self._state[k]
+        state = encode_table(self._groups(state_keys).tolist(), None, state_keys, [self._state[k] for k in state_keys],
+                             n_keys=n, key_types=self._key_types, serializer=self.serializer, operator=node,
+                             what=self._what(False))
+        slots: list[int] = []
+        keys: list[Any] = []
+        values: list[Any] = []
         for slot, bucket in self._pending.items():
-            bkeys = list(bucket)
-            for k, g in zip(bkeys, self._groups(bkeys).tolist()):
-                pend = keyed.setdefault(g, ({}, {}))[1]
-                pend.setdefault(slot, {})[k] = bucket[k]
+            slots.extend([slot] * len(bucket))
+            keys.extend(bucket)
+            values.extend(bucket.values())
+        pending = encode_table(self._groups(keys).tolist(), slots, keys, values, n_keys=n, key_types=self._key_types,
+                               serializer=self.serializer, operator=node, what=self._what(True))
         inst = {}
         if self._key_types is not None:
-            schema = pa.schema([pa.field(f"k{i}", t) for i, t in enumerate(self._key_types)])
-            inst["key_types"] = schema.serialize().to_pybytes()
-        return {"keyed": keyed, "instance": inst}
+            inst["key_schema"] = pa.schema([pa.field(f"k{i}", t) for i, t in enumerate(self._key_types)]).empty_table()
+        return {"keyed": {"state": state, "pending": pending}, "instance": inst}
 
 
 def _sorted(keys: Iterable[Any]) -> list[Any]:

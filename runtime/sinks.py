@@ -5,22 +5,27 @@ in checkpoints); instance ``j`` of ``P`` owns the parts ``p % P == j`` and sprea
 Between two barriers, everything a part receives (record batches and, for log sinks, frontier changes) is
 appended to a staging file of that *epoch* under the checkpoint directory
 (``<checkpoints>/<job>/staging/<sink>/p<part>/``, concatenated bundles, fsynced at the barrier). The
-barrier's snapshot lists the part's staged epochs not yet committed, with their item counts, and ``base``:
-the output position where the first of them starts. When the checkpoint is complete the sink *commits*
-its epochs in order — appends them to the output — and deletes their files.
+barrier's snapshot lists the part's staged epochs not yet committed, with their item counts, byte sizes and
+CRC-32s, and ``base``: the output position where the first of them starts. The sink *commits* an epoch —
+checks its file's size and CRC, appends its items to the output, deletes the file — once the job can no
+longer restore from before the epoch's checkpoint: when a later checkpoint is complete too (the job keeps
+the previous complete checkpoint to fall back to if the latest one is damaged, so output waits one more
+checkpoint), or the checkpoint is final, or the job stops at it (``runtime.state``, the commit horizon).
 
 Commits are idempotent, so a restart simply commits again every epoch its restored state lists: the output
 position (a log part's next sequence id; a callable sink's delivered-item cursor, saved after each item)
-says how much of an epoch was already committed, and only the rest is written. Output after the last
-complete checkpoint was never committed, so it is neither lost (the restarted job produces it again) nor
-duplicated.
+says how much of an epoch was already committed, and only the rest is written. Output after the
+checkpoint a restart restores from was never committed, so it is neither lost (the restarted job produces it
+again) nor duplicated. The callable sink's cursor is a checksummed JSON document (``runtime.statefile``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time as _time
-from typing import Any, Callable, Iterator
+import zlib
+from typing import Any, Callable
 
 import pyarrow as pa
 
@@ -28,30 +33,62 @@ from eventlog import bundle
 from eventlog.antichain import Antichain
 from eventlog.errors import PartLockedError, ProgressError, StreamNotFoundError
 
-from .errors import CheckpointError, RescaleError
+from .errors import CheckpointCorruptError, CheckpointError, RescaleError
 from .keygroups import parts_of_instance
-from .operators import Operator, OperatorContext
+from .operators import Operator, OperatorContext, StateCheck, check_state, int_keyed, is_int
 from .payload import decode_batch, decode_frontier, encode_batch, encode_frontier
 from .state import atomic_write, read_bundles
+from .statefile import encode_document, read_document
 
 _ITEM_DATA = bundle.MSG_DATA
 _ITEM_FRONTIER = bundle.MSG_EVENT_PROGRESS
+_EPOCH_FILE = re.compile(r"^g\d{6,}-after\d{10,}\.bundles$")
+_CHUNK = 1 << 20
+
+
+def _file_sum(path: str) -> tuple[int, int]:
+    """``(size, CRC-32)`` of a file, read in chunks."""
+    crc = size = 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                return size, crc
+            size += len(chunk)
+            crc = zlib.crc32(chunk, crc)
+
+
+def _check_epoch_file(path: str, size: int, crc: int) -> None:
+    """Raise ``CheckpointCorruptError`` unless the staged epoch file has the size and CRC its snapshot says."""
+    try:
+        got = _file_sum(path)
+    except FileNotFoundError:
+        raise CheckpointCorruptError("staged epoch file is missing", path=path) from None
+    except OSError as e:
+        raise CheckpointCorruptError(f"staged epoch file cannot be read: {e.strerror or e}", path=path) from None
+    if got[0] != size:
+        raise CheckpointCorruptError(f"staged epoch file has {got[0]} bytes, its checkpoint says {size}", path=path,
+                                     offset=min(got[0], size))
+    if got[1] != crc:
+        raise CheckpointCorruptError("staged epoch file fails its checksum (it was damaged or edited)", path=path)
 
 
 class _Part:
     """Staging state of one output part."""
 
-    __slots__ = ("part", "dir", "base", "pending", "frontier", "fd", "path", "count")
+    __slots__ = ("part", "dir", "base", "pending", "frontier", "fd", "path", "count", "size", "crc")
 
     def __init__(self, part: int, directory: str, base: int, pending: list, frontier: tuple[int, ...]) -> None:
         self.part = part
         self.dir = directory
         self.base = base                     # output position where pending[0] starts
-        self.pending: list[tuple[int, str, int]] = pending   # (checkpoint, file name, items)
+        self.pending: list[tuple[int, str, int, int, int]] = pending   # (checkpoint, file, items, size, crc)
         self.frontier = frontier             # the staged frontier (log sinks)
         self.fd: int | None = None
         self.path: str | None = None
         self.count = 0                       # items in the open epoch file
+        self.size = 0                        # its bytes
+        self.crc = 0                         # their CRC-32
 
 
 class StagedSink(Operator):
@@ -91,7 +128,7 @@ class StagedSink(Operator):
         self._open_parts(parts_of_instance(ctx.index, self.n_parts, ctx.parallelism))
         self._parts: dict[int, _Part] = {}
         for p in parts_of_instance(ctx.index, self.n_parts, ctx.parallelism):
-            d = os.path.join(ctx.checkpoint_dir, "staging", ctx.node, f"p{p:05d}")
+            d = self._staging_dir(ctx.checkpoint_dir, ctx.node, p)
             os.makedirs(d, exist_ok=True)
             s = saved.get(p)
             if s is None:
@@ -99,16 +136,52 @@ class StagedSink(Operator):
             else:
                 part = _Part(p, d, s["base"], [tuple(x) for x in s["pending"]], tuple(s["frontier"]))
             self._parts[p] = part
-            self._commit(part, None)         # the restored checkpoint is complete: commit what it lists
+            self._commit(part, ctx.commit_horizon)   # what the restored checkpoint lists, up to the horizon
             self._clean(part)
         self._owned = sorted(self._parts)
+
+    @staticmethod
+    def _staging_dir(checkpoint_dir: str, node: str, part: int) -> str:
+        return os.path.join(checkpoint_dir, "staging", node, f"p{part:05d}")
+
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
+        """Check the restored parts and every staged epoch file they list that still exists (size and CRC);
+        a missing file of an epoch after the commit horizon (never committed, so never deleted) is damage."""
+        super().verify_state(state, check)
+        where = check.where
+        st = state or {}
+        inst = st.get("instance") or {}
+        check_state(isinstance(inst, dict) and (inst.get("parts") is None or is_int(inst.get("parts"), 1)),
+                    "'instance' is not {parts: int >= 1}", where)
+        check_state(st.get("checkpoint") is None or is_int(st.get("checkpoint")), "'checkpoint' is not an int", where)
+        for p, s in int_keyed(st.get("parts", {}), where, "'parts'").items():
+            check_state(isinstance(s, dict) and is_int(s.get("base")) and isinstance(s.get("pending"), (list, tuple))
+                        and isinstance(s.get("frontier"), (list, tuple)) and all(is_int(t) for t in s["frontier"]),
+                        f"part {p} is not {{base: int, pending: [...], frontier: [int...]}}", where)
+            d = self._staging_dir(check.checkpoint_dir, check.node, p)
+            for e in s["pending"]:
+                check_state(isinstance(e, (list, tuple)) and len(e) == 5 and is_int(e[0], 1)
+                            and isinstance(e[1], str) and _EPOCH_FILE.match(e[1]) is not None
+                            and is_int(e[2]) and is_int(e[3]) and is_int(e[4]) and e[4] < 1 << 32,
+                            f"part {p} lists a staged epoch that is not (checkpoint, file name, items, size, crc32): "
+                            f"{str(e)[:100]}", where)
+                path = os.path.join(d, e[1])
+                if os.path.exists(path):
+                    _check_epoch_file(path, e[3], e[4])
+                elif e[0] > check.horizon:
+                    raise CheckpointCorruptError(f"staged epoch of checkpoint {e[0]} (never committed) is missing",
+                                                 path=path)
+            self._verify_part(d, p)
+
+    def _verify_part(self, directory: str, part: int) -> None:
+        """Check what else a part keeps in its staging directory (a callable sink's cursor)."""
 
     def _open_parts(self, parts: list[int]) -> None:
         """Prepare the output parts this instance owns (before positions are read)."""
 
     def _clean(self, part: _Part) -> None:
         """Delete staging files no pending epoch refers to (a failed generation's uncommitted output)."""
-        keep = {name for _c, name, _n in part.pending}
+        keep = {e[1] for e in part.pending}
         for name in os.listdir(part.dir):
             if name.endswith(".bundles") and name not in keep:
                 try:
@@ -122,10 +195,12 @@ class StagedSink(Operator):
         if part.fd is None:
             part.path = f"g{self._gen:06d}-after{self._last_barrier:010d}.bundles"
             part.fd = os.open(os.path.join(part.dir, part.path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            part.count = 0
+            part.count = part.size = part.crc = 0
         part.count += 1
         data = bundle.encode([payload], part.count, kind, bundle_ts=min(ts, (1 << 63)))
         view = memoryview(data)
+        part.size += view.nbytes
+        part.crc = zlib.crc32(view, part.crc)
         while view.nbytes:
             view = view[os.write(part.fd, view):]
 
@@ -150,7 +225,7 @@ class StagedSink(Operator):
                 os.fsync(part.fd)
                 os.close(part.fd)
                 part.fd = None
-                part.pending.append((checkpoint, part.path, part.count))
+                part.pending.append((checkpoint, part.path, part.count, part.size, part.crc))
             out[part.part] = {"base": part.base, "pending": list(part.pending), "frontier": list(part.frontier)}
         self._last_barrier = checkpoint
         return {"parts": out, "instance": {"parts": self.n_parts}, "checkpoint": checkpoint}
@@ -162,16 +237,15 @@ class StagedSink(Operator):
             self._commit(part, checkpoint)
 
     def _commit(self, part: _Part, upto: int | None) -> None:
-        while part.pending and (upto is None or part.pending[0][0] <= upto):
-            ckpt, name, n = part.pending[0]
+        while part.pending and part.pending[0][0] <= upto:
+            ckpt, name, n, size, crc = part.pending[0]
             done = self._position(part.part) - part.base
             if done < 0:
                 raise CheckpointError(f"output part {part.part} of sink {self.ctx.node!r} is at {done + part.base}, "
                                       f"before its checkpointed position {part.base}", part=part.part)
             if done < n:
                 path = os.path.join(part.dir, name)
-                if not os.path.exists(path):
-                    raise CheckpointError(f"staged epoch {name} of sink {self.ctx.node!r} is missing", path=path)
+                _check_epoch_file(path, size, crc)     # nothing is delivered from a damaged file
                 for i, (kind, payload) in enumerate(read_bundles(path)):
                     if i >= done:
                         self._deliver(part.part, kind, payload)
@@ -206,18 +280,32 @@ class CallableSink(StagedSink):
     def _cursor_path(self, part: int) -> str:
         return os.path.join(self.ctx.checkpoint_dir, "staging", self.ctx.node, f"p{part:05d}", "cursor")
 
-    def _position(self, part: int) -> int:
-        try:
-            with open(self._cursor_path(part), "rb") as f:
-                return int(f.read() or b"0")
-        except FileNotFoundError:
+    @staticmethod
+    def _read_cursor(path: str) -> int:
+        if not os.path.exists(path):
             return 0
+        body = read_document(path, "cursor", limit=4096)
+        calls = body.get("calls")
+        if not is_int(calls):
+            raise CheckpointCorruptError("sink cursor's 'calls' is not an int >= 0", path=path)
+        return calls
+
+    def _verify_part(self, directory: str, part: int) -> None:
+        self._read_cursor(os.path.join(directory, "cursor"))
+
+    def _position(self, part: int) -> int:
+        cursors = self.__dict__.setdefault("_cursors", {})
+        if part not in cursors:
+            cursors[part] = self._read_cursor(self._cursor_path(part))
+        return cursors[part]
 
     def _deliver(self, part: int, kind: int, payload: Any) -> None:
         if kind == _ITEM_DATA:
             t, batch = decode_batch(payload)
             self.fn(t, pa.Table.from_batches([batch]))
-        atomic_write(self._cursor_path(part), str(self._position(part) + 1).encode(), sync=False)
+        calls = self._position(part) + 1
+        atomic_write(self._cursor_path(part), encode_document("cursor", {"calls": calls}), sync=False)
+        self._cursors[part] = calls
 
 
 class LogSink(StagedSink):

@@ -24,7 +24,7 @@ from eventlog.errors import ProgressError
 from eventlog.events import Messages
 
 from .keygroups import parts_of_instance
-from .operators import OperatorContext, to_batch
+from .operators import OperatorContext, StateCheck, check_state, int_keyed, is_int, to_batch
 
 
 class Advance(NamedTuple):
@@ -51,6 +51,10 @@ class Source:
     def snapshot(self, checkpoint: int) -> dict[str, Any]:
         """The offsets to restart from."""
         raise NotImplementedError
+
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
+        """Check restored offsets (see ``Operator.verify_state``)."""
+        check_state(state is None or isinstance(state, dict), "the state is not a map", check.where)
 
     def notify_complete(self, checkpoint: int) -> None:
         """Checkpoint ``checkpoint`` is complete."""
@@ -134,6 +138,13 @@ class GeneratorSource(Source):
     def snapshot(self, checkpoint: int) -> dict[str, Any]:
         return {"parts": {p.part: {"offset": p.offset, "time": p.time, "done": p.done} for p in self._parts}}
 
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
+        super().verify_state(state, check)
+        for part, s in int_keyed((state or {}).get("parts", {}), check.where, "'parts'").items():
+            check_state(isinstance(s, dict) and is_int(s.get("offset")) and is_int(s.get("time"))
+                        and type(s.get("done")) is bool,
+                        f"part {part} is not {{offset: int >= 0, time: int >= 0, done: bool}}", check.where)
+
 
 class LogSource(Source):
     """A captured stream of a log, replayed in assign mode (see the module doc)."""
@@ -182,6 +193,11 @@ class LogSource(Source):
 
     def snapshot(self, checkpoint: int) -> dict[str, Any]:
         return {"parts": dict(self._replayer.position)}
+
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
+        super().verify_state(state, check)
+        for part, seq in int_keyed((state or {}).get("parts", {}), check.where, "'parts'").items():
+            check_state(is_int(seq, 1), f"part {part}'s position is not a sequence id (an int >= 1)", check.where)
 
     def close(self) -> None:
         self._replayer.close()

@@ -1,37 +1,66 @@
-"""The task state store: checkpoint files, written atomically, and their layout.
+"""The task state store: checkpoint files, written atomically, in formats that run no code when read.
 
 Everything lives under ``<checkpoints>/<job>/`` (``checkpoints`` is a local path or ``file://`` URI, which
 every task must see: the driver's disk in Spark local mode, a shared filesystem on a cluster)::
 
-    master.json                       the last generation and checkpoint id used (never reused)
-    LATEST                            the manifest of the last complete checkpoint (a copy)
-    chk-<id>/<op>-<instance>.state    one task's snapshot: input offsets, output offsets, operator state
+    master.json, master.bak.json      two copies of the job's counters: the last generation and checkpoint
+                                      id used (never reused) and the commit horizon
+    LATEST                            the manifest of the last complete checkpoint (a copy, for people)
+    chk-<id>/<op>-<instance>.state    one operator instance's snapshot: input offsets, output offsets and
+                                      state (``runtime.statefile``: tagged JSON + Arrow IPC tables, CRC-32)
     chk-<id>/_COMPLETE                the manifest: written by the coordinator once every task reported
     staging/<sink>/p<part>/…          sinks' pre-committed output per epoch (``runtime.sinks``)
 
 Every file is written to a temporary name, fsynced, renamed into place and its directory fsynced, so a
-reader sees a whole file or none. A checkpoint counts only once its ``_COMPLETE`` manifest exists.
+reader sees a whole file or none. Manifests and counters are checksummed JSON documents
+(``runtime.statefile``). A checkpoint counts only once its ``_COMPLETE`` manifest exists.
+
+**The commit horizon** ``H`` (in the counters) is the last checkpoint whose output sinks may commit; it only
+grows. When checkpoint ``c`` completes, ``H`` becomes the complete checkpoint before ``c`` (the one ``c``'s
+run restored from or completed before it) — or ``c`` itself when ``c`` is final or the job stops at it — and
+is saved before any task hears of it. So output of the newest complete checkpoint is never committed
+until a later one completes, and the job may restore from any complete checkpoint ``>= H``: restoring from
+before ``H`` could produce again output that sinks already committed. The driver keeps exactly those
+checkpoints (``prune``): the newest complete one and ``H``.
+
+**Choosing where to restore** (``select``): the newest complete checkpoint ``>= H`` that verifies — every
+manifest and snapshot file decodes and passes its checksums, each operator accepts its state
+(``Operator.verify_state``: field types, sinks' staged files, no pickle where the operator did not opt in)
+— with the damaged ones skipped (each a ``CheckpointCorruptError`` naming its file). With none left, a job
+whose horizon is 0 (no output ever committed) starts from scratch, which is exactly-once; any other job
+fails with ``CheckpointCorruptError``.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
-import pickle
 import shutil
 import struct
 import tempfile
 import time
 from typing import Any, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from eventlog import bundle
 
 from .channels import local_path
-from .errors import CheckpointError
+from .errors import CheckpointCorruptError, CheckpointError, UnstorableStateError
 from .keygroups import groups_of_instance
+from .operators import Operator, StateCheck
+from .statefile import StateTypeError, encode_document, encode_snapshot, read_document, read_snapshot
+
+_log = logging.getLogger("runtime.state")
 
 _HEADER = struct.Struct("<IQQIII")
 _MANIFEST = "_COMPLETE"
+_MASTER = ("master.json", "master.bak.json")
+MAX_TASKS = 1 << 20
+"""The most operator instances a manifest may declare (a larger count is damage)."""
+MAX_PARALLELISM = 1 << 16
+"""The largest parallelism of one operator a manifest may declare."""
 
 
 def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
@@ -92,20 +121,53 @@ class CheckpointStore:
     def _chk(self, checkpoint: int) -> str:
         return os.path.join(self.root, f"chk-{checkpoint:010d}")
 
-    # -- ids ------------------------------------------------------------------------------------------
+    # -- counters -------------------------------------------------------------------------------------
 
     def _master(self) -> dict[str, int]:
-        try:
-            with open(os.path.join(self.root, "master.json")) as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return {"generation": 0, "checkpoint": 0}
+        """The counters: the larger of each field over the copies that verify (a damaged copy is logged
+        and the ids move one further, in case it was the newer one); raises ``CheckpointCorruptError``
+        when no copy verifies and the job has checkpoint files (its ids and horizon are unknown)."""
+        good: list[dict[str, int]] = []
+        errors: list[CheckpointCorruptError] = []
+        for name in _MASTER:
+            path = os.path.join(self.root, name)
+            if not os.path.exists(path):
+                continue
+            try:
+                body = read_document(path, "counters", limit=1 << 16)
+                if not all(type(body.get(k)) is int and body[k] >= 0 for k in ("generation", "checkpoint", "horizon")):
+                    raise CheckpointCorruptError("job counters are not {generation, checkpoint, horizon} ints",
+                                                 path=path)
+                good.append(body)
+            except CheckpointCorruptError as e:
+                errors.append(e)
+        if not good:
+            if errors or self._has_checkpoint_files():
+                raise errors[0] if errors else CheckpointCorruptError(
+                    "the job's counters are missing, yet it has checkpoint files (its ids and commit horizon are "
+                    "unknown; remove the job's checkpoint directory to start over)",
+                    path=os.path.join(self.root, _MASTER[0]))
+            return {"generation": 0, "checkpoint": 0, "horizon": 0}
+        m = {k: max(b[k] for b in good) for k in ("generation", "checkpoint", "horizon")}
+        if errors:
+            _log.warning("job %s: %s; using the other copy", self.job, errors[0])
+            m["generation"] += 1
+            m["checkpoint"] += 1
+        return m
+
+    def _has_checkpoint_files(self) -> bool:
+        return any(n.startswith("chk-") or n in ("LATEST", "staging") for n in os.listdir(self.root))
+
+    def _write_master(self, m: dict[str, int], sync: bool = True) -> None:
+        data = encode_document("counters", m)
+        for name in _MASTER:
+            atomic_write(os.path.join(self.root, name), data, sync=sync)
 
     def next_generation(self) -> int:
         """A generation number never used before by this job (persisted)."""
         m = self._master()
         m["generation"] += 1
-        atomic_write(os.path.join(self.root, "master.json"), json.dumps(m).encode())
+        self._write_master(m)
         return m["generation"]
 
     def last_checkpoint_id(self) -> int:
@@ -117,7 +179,20 @@ class CheckpointStore:
         m = self._master()
         if checkpoint > m["checkpoint"]:
             m["checkpoint"] = checkpoint
-            atomic_write(os.path.join(self.root, "master.json"), json.dumps(m).encode(), sync=False)
+            self._write_master(m, sync=False)
+
+    def commit_horizon(self) -> int:
+        """The last checkpoint whose output sinks may have committed (0: none; see the module doc)."""
+        return self._master()["horizon"]
+
+    def advance_horizon(self, checkpoint: int) -> int:
+        """Let sinks commit output up to ``checkpoint`` (saved, fsynced, before any task is told); returns
+        the horizon, which never moves back."""
+        m = self._master()
+        if checkpoint > m["horizon"]:
+            m["horizon"] = checkpoint
+            self._write_master(m)
+        return m["horizon"]
 
     # -- task snapshots -------------------------------------------------------------------------------
 
@@ -126,39 +201,70 @@ class CheckpointStore:
         return os.path.join(self._chk(checkpoint), f"{node}-{index:05d}.state")
 
     def save_task(self, checkpoint: int, node: str, index: int, snapshot: dict[str, Any]) -> int:
-        """Write a task's snapshot atomically; returns its size in bytes."""
+        """Write a task's snapshot atomically; returns its size in bytes. Raises ``UnstorableStateError``
+        naming the operator when the snapshot holds a value the format cannot store."""
+        try:
+            data = encode_snapshot(snapshot)
+        except StateTypeError as e:
+            raise UnstorableStateError(f"operator {node!r} keeps state of type {e.type_name} (at {e.where}), which "
+                                       f"a checkpoint cannot store") from None
         os.makedirs(self._chk(checkpoint), exist_ok=True)
-        data = pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
         atomic_write(self.task_path(checkpoint, node, index), data)
         return len(data)
 
     def load_task(self, checkpoint: int, node: str, index: int) -> dict[str, Any]:
-        """A task's snapshot of a complete checkpoint."""
+        """A task's snapshot of a complete checkpoint, keyed tables as lists (see ``restore``); raises
+        ``CheckpointCorruptError`` naming the file when it is missing, damaged or not this task's."""
         path = self.task_path(checkpoint, node, index)
-        try:
-            with open(path, "rb") as f:
-                return pickle.load(f)
-        except FileNotFoundError:
-            raise CheckpointError(f"checkpoint {checkpoint} has no state of task {node}[{index}]", path=path) from None
+        snap = read_snapshot(path)
+        ok = (isinstance(snap, dict) and snap.get("checkpoint") == checkpoint and snap.get("node") == node
+              and snap.get("index") == index and type(snap.get("finished")) is bool
+              and all(isinstance(snap.get(k), dict) and all(isinstance(c, str) and type(v) is int and v >= 0
+                                                            for c, v in snap[k].items())
+                      for k in ("inputs", "outputs"))
+              and (snap.get("state") is None or isinstance(snap.get("state"), dict)))
+        if not ok:
+            raise CheckpointCorruptError(f"snapshot is not task {node}[{index}]'s of checkpoint {checkpoint} (or a "
+                                         f"field has the wrong type)", path=path)
+        state = snap.get("state")
+        if state is not None and state.get("keyed") is not None:
+            keyed = state["keyed"]
+            if not isinstance(keyed, dict) or not all(isinstance(t, pa.Table) and "group" in t.column_names
+                                                      for t in keyed.values()):
+                raise CheckpointCorruptError("snapshot's keyed state is not a map of tables with a group column",
+                                             path=path)
+            meta = {b"path": path.encode()}
+            state["keyed"] = {k: [t.replace_schema_metadata({**(t.schema.metadata or {}), **meta})]
+                              for k, t in keyed.items()}
+        return snap
 
     # -- manifests ------------------------------------------------------------------------------------
 
     def complete(self, manifest: dict[str, Any]) -> None:
         """Mark a checkpoint complete (every task's snapshot is written) and make it the latest."""
-        data = json.dumps(manifest, sort_keys=True).encode()
+        data = encode_document("manifest", manifest)
         atomic_write(os.path.join(self._chk(manifest["checkpoint"]), _MANIFEST), data)
         atomic_write(os.path.join(self.root, "LATEST"), data)
 
-    def latest(self) -> dict[str, Any] | None:
-        """The manifest of the last complete checkpoint, or None."""
-        try:
-            with open(os.path.join(self.root, "LATEST")) as f:
-                m = json.load(f)
-        except FileNotFoundError:
-            return None
-        if not os.path.exists(os.path.join(self._chk(m["checkpoint"]), _MANIFEST)):
-            raise CheckpointError(f"LATEST names checkpoint {m['checkpoint']}, which is not complete", path=self.root)
+    def manifest(self, checkpoint: int) -> dict[str, Any]:
+        """The manifest of complete checkpoint ``checkpoint``; raises ``CheckpointCorruptError`` naming the
+        file when it is missing, damaged or declares impossible values."""
+        path = os.path.join(self._chk(checkpoint), _MANIFEST)
+        m = read_document(path, "manifest")
+        par = m.get("parallelism")
+        ok = (m.get("checkpoint") == checkpoint and type(m.get("generation")) is int
+              and type(m.get("key_groups")) is int and m["key_groups"] >= 1 and type(m.get("final")) is bool
+              and isinstance(par, dict) and all(type(p) is int and 1 <= p <= MAX_PARALLELISM for p in par.values())
+              and sum(par.values()) <= MAX_TASKS)
+        if not ok:
+            raise CheckpointCorruptError(f"manifest is not checkpoint {checkpoint}'s (or declares impossible "
+                                         f"parallelisms or key groups)", path=path)
         return m
+
+    def latest(self) -> dict[str, Any] | None:
+        """The manifest of the newest complete checkpoint, or None (its files are not verified: ``select``)."""
+        done = [c for c in self.checkpoints() if self.is_complete(c)]
+        return self.manifest(done[-1]) if done else None
 
     def checkpoints(self) -> list[int]:
         """Ids of the checkpoint directories present (complete or not)."""
@@ -178,29 +284,103 @@ class CheckpointStore:
             if c < checkpoint:
                 shutil.rmtree(self._chk(c), ignore_errors=True)
 
+    def prune(self, latest: int, horizon: int) -> None:
+        """Delete the checkpoints no restore can use once ``latest`` is complete: all before it but the
+        horizon (the one to fall back to); later ones (in flight) stay."""
+        for c in self.checkpoints():
+            if c < latest and c != horizon:
+                shutil.rmtree(self._chk(c), ignore_errors=True)
+
+    # -- verifying and choosing -----------------------------------------------------------------------
+
+    def verify(self, manifest: dict[str, Any], operators: dict[str, Operator], horizon: int) -> None:
+        """Read every snapshot of the checkpoint and let its operator check it (``Operator.verify_state``)
+        without running anything from it; raises ``CheckpointCorruptError`` naming the first bad file.
+        Operators not in ``operators`` (no longer in the job) are skipped."""
+        c = manifest["checkpoint"]
+        for node, parallelism in manifest["parallelism"].items():
+            op = operators.get(node)
+            if op is None:
+                continue
+            for i in range(parallelism):
+                snap = self.load_task(c, node, i)
+                op.verify_state(snap.get("state"), StateCheck(node, self.task_path(c, node, i), self.root, horizon))
+
+    def select(self, operators: dict[str, Operator]) -> tuple[dict[str, Any] | None, list[CheckpointCorruptError]]:
+        """Where the next generation restores from (see the module doc): ``(manifest, skipped)``, the
+        manifest None for a fresh start, ``skipped`` the errors of the newer checkpoints passed over."""
+        horizon = self.commit_horizon()
+        skipped: list[CheckpointCorruptError] = []
+        done = [c for c in self.checkpoints() if self.is_complete(c)]
+        hint = self._latest_hint()
+        if hint is not None and (not done or hint > done[-1]) and hint >= horizon:
+            skipped.append(CheckpointCorruptError(f"LATEST names checkpoint {hint}, which has no manifest",
+                                                  path=os.path.join(self._chk(hint), _MANIFEST)))
+        for c in reversed(done):
+            if c < horizon:
+                break
+            try:
+                m = self.manifest(c)
+                self.verify(m, operators, horizon)
+            except CheckpointCorruptError as e:
+                skipped.append(e)
+                continue
+            m["commit_horizon"] = horizon
+            return m, skipped
+        if horizon == 0:
+            return None, skipped          # no output was ever committed: a fresh start is exactly-once
+        if not skipped:
+            raise CheckpointCorruptError(f"no complete checkpoint at or after checkpoint {horizon}, whose output "
+                                         f"sinks may have committed", path=self.root)
+        why = "; ".join(str(e) for e in skipped)
+        raise CheckpointCorruptError(f"no usable checkpoint at or after checkpoint {horizon} (sinks may have "
+                                     f"committed its output, so the job cannot go further back): {why}",
+                                     path=skipped[0].path)
+
+    def _latest_hint(self) -> int | None:
+        path = os.path.join(self.root, "LATEST")
+        if not os.path.exists(path):
+            return None
+        try:
+            c = self.manifest_at(path).get("checkpoint")
+        except CheckpointCorruptError as e:   # only a copy for people: the checkpoints themselves decide
+            _log.warning("job %s: %s (ignored; it is rewritten at the next checkpoint)", self.job, e)
+            return None
+        return c if type(c) is int else None
+
+    @staticmethod
+    def manifest_at(path: str) -> dict[str, Any]:
+        """The body of a manifest document at ``path`` (``LATEST`` or a ``_COMPLETE`` file)."""
+        return read_document(path, "manifest")
+
     # -- restoring ------------------------------------------------------------------------------------
 
     def restore(self, manifest: dict[str, Any], node: str, index: int, parallelism: int) -> dict[str, Any] | None:
         """The snapshot instance ``index`` of ``node`` at ``parallelism`` starts from: its own when the
-        parallelism is unchanged, else its share of every old instance's state (key groups by range,
-        parts by ``part % parallelism``); None when the checkpoint has no such operator."""
+        parallelism is unchanged, else its share of every old instance's state (rows of keyed tables by
+        key group, parts by ``part % parallelism``); None when the checkpoint has no such operator. Keyed
+        state is ``{name: [table, …]}`` (one table per snapshot file read)."""
         old = manifest["parallelism"].get(node)
         if old is None:
             return None
         if old == parallelism:
             return self.load_task(manifest["checkpoint"], node, index)
-        groups = set(groups_of_instance(index, manifest["key_groups"], parallelism))
+        groups = pa.array(list(groups_of_instance(index, manifest["key_groups"], parallelism)), pa.int32())
         merged: dict[str, Any] = {"keyed": {}, "parts": {}, "instance": None}
         finished = True
         for i in range(old):
             snap = self.load_task(manifest["checkpoint"], node, i)
             finished = finished and snap.get("finished", False)
             st = snap.get("state") or {}
-            for g, v in (st.get("keyed") or {}).items():
-                if g in groups:
-                    merged["keyed"][g] = v
-            for p, v in (st.get("parts") or {}).items():
-                if p % parallelism == index:
+            for name, tables in (st.get("keyed") or {}).items():
+                for t in tables:
+                    merged["keyed"].setdefault(name, []).append(t.filter(pc.is_in(t.column("group"), groups)))
+            parts = st.get("parts") or {}
+            if not isinstance(parts, dict):
+                raise CheckpointCorruptError("snapshot's 'parts' is not a map", path=self.task_path(
+                    manifest["checkpoint"], node, i))
+            for p, v in parts.items():
+                if type(p) is int and p % parallelism == index:
                     merged["parts"][p] = v
             if merged["instance"] is None and st.get("instance"):
                 merged["instance"] = st["instance"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import threading
 import time
 import traceback
@@ -27,7 +28,7 @@ from .errors import JobAbortedError, TaskFailedError
 from .faults import TaskFaults
 from .graph import SINK, SOURCE, Plan, TaskSpec
 from .keygroups import instance_of_group, key_groups_of
-from .operators import OperatorContext
+from .operators import OperatorContext, StateCheck
 from .payload import FINISHED_TS, encode_batch
 from .reader import BARRIER, DATA, ChannelReader
 from .state import CheckpointStore
@@ -90,6 +91,8 @@ class TaskRunner:
         # state shared with the heartbeat thread
         self._trigger = 0
         self._completed = 0
+        self._horizon = 0                 # the commit horizon the master announced
+        self._trimmed = 0                 # channels trimmed up to this complete checkpoint
         self._stop = False
         self._abort = False
         self._reports: collections.deque[int] = collections.deque()   # appended by the task, drained here
@@ -125,9 +128,11 @@ class TaskRunner:
             self._abort = True
             self._wake.set()
             return
-        if reply["trigger"] > self._trigger or reply["completed"] > self._completed or reply["stop"]:
+        if (reply["trigger"] > self._trigger or reply["completed"] > self._completed
+                or reply.get("commit", 0) > self._horizon or reply["stop"]):
             self._trigger = max(self._trigger, reply["trigger"])
             self._completed = max(self._completed, reply["completed"])
+            self._horizon = max(self._horizon, reply.get("commit", 0))
             self._stop = self._stop or reply["stop"]
             self._wake.set()
         if reply.get("acks") and self._transfer is not None:
@@ -172,6 +177,9 @@ class TaskRunner:
         self._restored_id = self.manifest["checkpoint"] if self.manifest else 0
         self._manifest_parallelism = self.manifest["parallelism"] if self.manifest else {}
         self._last_ckpt = self._restored_id
+        self._trimmed = self._restored_id
+        start_horizon = min(self.manifest.get("commit_horizon", 0), self._restored_id) if self.manifest else 0
+        self._horizon = max(self._horizon, start_horizon)
         outputs = restores[-1].get("outputs", {})
         self._transfer = Transfer(self.settings, self._check, name=f"transfer-{self.key}")
         self._writers: list[ChannelWriter] = []
@@ -203,15 +211,20 @@ class TaskRunner:
             if k == 0 and spec.kind == SOURCE:
                 emit = self._counting(emit)
             ctx = OperatorContext(self.plan.name, name, spec.index, spec.parallelism, self.plan.key_groups,
-                                  self.generation, self._store.root, emit, {"faults": self.faults})
+                                  self.generation, self._store.root, emit, {"faults": self.faults},
+                                  commit_horizon=start_horizon)
             state = restores[k].get("state")
+            if self.manifest is not None:
+                where = (self._store.task_path(self._restored_id, name, spec.index) if not restores[k].get("rescaled")
+                         else os.path.dirname(self._store.task_path(self._restored_id, name, spec.index)))
+                op.verify_state(state, StateCheck(name, where, self._store.root, start_horizon))
             if state is not None:
                 state = dict(state)
                 state.setdefault("checkpoint", self._restored_id)
             if self.plan.nodes[name].kind == SINK and self.faults:
                 self._wrap_commit_faults(op)
             op.open(ctx, state)
-        self._committed = self._restored_id
+        self._committed = start_horizon
         self._out_ts = -1
         self._records = 0
         self._emitted = 0
@@ -291,14 +304,16 @@ class TaskRunner:
 
     def _on_completed(self) -> None:
         c = self._completed
-        if c <= self._committed:
-            return
-        for op in self._ops:
-            op.notify_complete(c)
-        if self._reader is not None:
-            for ch in self.spec.inputs:
-                self._reader._tail.trim(ch.position, c)
-        self._committed = c
+        if c > self._trimmed:
+            if self._reader is not None:
+                for ch in self.spec.inputs:
+                    self._reader._tail.trim(ch.position, c)
+            self._trimmed = c
+        h = self._horizon
+        if h > self._committed:
+            for op in self._ops:
+                op.notify_complete(h)
+            self._committed = h
 
     # -- the loop --------------------------------------------------------------------------------------
 
@@ -308,7 +323,7 @@ class TaskRunner:
         self._transfer = None
         self._beats = 0
         hb = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.key}", daemon=True)
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         ok = False
         try:
             self._setup()
@@ -368,7 +383,7 @@ class TaskRunner:
 
     def _control(self) -> None:
         self._check()
-        if self._completed > self._committed:
+        if self._completed > self._trimmed or self._horizon > self._committed:
             self._on_completed()
 
     def _source_frontier(self) -> int | None:
@@ -392,6 +407,7 @@ class TaskRunner:
                 self._advance(f)
                 if f is None and src.frontier() is None:
                     self._finished = True
+                    self.stats["finished_after_s"] = time.monotonic() - self._started
                 if progressed:
                     continue
             self._wake.wait(0.002 if not self._finished else 0.02)
@@ -426,3 +442,4 @@ class TaskRunner:
                     self._advance(f)
                     if f is None and ev[1].is_empty() and not self._finished:
                         self._finished = True
+                        self.stats["finished_after_s"] = time.monotonic() - self._started

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Fault, FaultPlan
+from runtime import Fault, FaultPlan, RestartBackoff
 
 from .pipelines import expected_counts, read_counts, wordcount_job
 
@@ -30,17 +30,17 @@ def test_exactly_once_with_20_random_failures_in_process(tmp_path):
     records than its attempt still has to process does not); the output equals the expected counts
     (which equal the failure-free run's, see above)."""
     out = str(tmp_path / "out")
-    job = wordcount_job("faults", out, items=300, delay=0.0005)
+    job = wordcount_job("faults", out, items=600, delay=0.001)   # enough input for 20+ attempts, even loaded
     faults = FaultPlan.random(24, 7, _tasks(job), max_after={"source": 40, "upper": 40, "keep": 40, "count": 8, "out": 2},
                               points=("record", "record", "barrier", "commit"), sinks=["out"])
     result = job.run(channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"), checkpoint_interval=0.05,
-                     faults=faults, timeout=150)
+                     faults=faults, timeout=150, restart_backoff=RestartBackoff(initial=0.005, maximum=0.05))
     assert result.status == "finished"
     assert result.restarts >= 20, result.failures
     assert all("InjectedFailure" in f for f in result.failures)
     points = {p for f in result.failures for p in ("record", "barrier", "commit") if f"at {p} #" in f}
     assert points == {"record", "barrier", "commit"}
-    assert read_counts(out) == expected_counts()
+    assert read_counts(out) == expected_counts(items=600)
 
 
 @pytest.mark.kafka

@@ -122,14 +122,21 @@ def test_key_groups_route_each_key_to_one_instance():
             assert g in owned[instance_of_group(g, 128, p)]
 
 
+def _snap(checkpoint: int, state: dict) -> dict:
+    return {"checkpoint": checkpoint, "generation": 1, "node": "op", "index": 0, "parallelism": 1, "inputs": {},
+            "outputs": {"op.0-out.0": 7}, "state": state, "finished": False}
+
+
 def test_checkpoint_store_is_atomic(tmp_path):
     store = CheckpointStore(f"file://{tmp_path}", "job")
     assert store.latest() is None and store.next_generation() == 1 and store.next_generation() == 2
-    store.save_task(3, "op", 0, {"state": {"a": 1}})
+    store.save_task(3, "op", 0, _snap(3, {"a": 1, "parts": {0: (1, b"x", float("nan"))}}))
     assert not store.is_complete(3) and store.latest() is None
-    store.complete({"checkpoint": 3, "parallelism": {"op": 1}, "key_groups": 128})
-    assert store.latest()["checkpoint"] == 3 and store.load_task(3, "op", 0)["state"] == {"a": 1}
-    store.save_task(4, "op", 0, {"state": {"a": 2}})
+    store.complete({"checkpoint": 3, "generation": 2, "parallelism": {"op": 1}, "key_groups": 128, "final": False})
+    assert store.latest()["checkpoint"] == 3
+    state = store.load_task(3, "op", 0)["state"]
+    assert state["a"] == 1 and state["parts"][0][:2] == (1, b"x") and state["parts"][0][2] != state["parts"][0][2]
+    store.save_task(4, "op", 0, _snap(4, {"a": 2}))
     store.remove_before(4)
     assert store.checkpoints() == [4]
     atomic_write(str(tmp_path / "f"), b"x")

@@ -23,7 +23,7 @@ def _rescaled_run(tmp_path, spark, steps: list[int], name: str, chaining: bool =
                          stop_after_checkpoints=None if last else 2, timeout=180, chaining=chaining and i == 1)
         assert result.status == ("finished" if last else "stopped")
         if not last:  # stopped mid-stream: the state restored by the next step is not the final one
-            latest = json.loads((tmp_path / "ck" / name / "LATEST").read_text())
+            latest = json.loads((tmp_path / "ck" / name / "LATEST").read_text())["body"]
             assert not latest["final"] and latest["parallelism"]["count"] == p
     return read_counts(out)
 
