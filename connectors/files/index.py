@@ -76,6 +76,11 @@ def unpack_entry(data: bytes | memoryview, pos: int) -> IndexEntry | None:
     return IndexEntry(seq, offset, length, crc, kind)
 
 
+def entry_position(first_seq: int, seq: int) -> int:
+    """Byte offset of the entry of event ``seq`` in the index of the segment starting at ``first_seq``."""
+    return HEADER_SIZE + (seq - first_seq) * ENTRY_SIZE
+
+
 def checksum(data: bytes | memoryview) -> int:
     """The event checksum: CRC-32 as ``zlib.crc32`` computes it (ISA-L's implementation when present)."""
     return _crc32(data)

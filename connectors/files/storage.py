@@ -45,10 +45,16 @@ class Storage(Protocol):
     def make_dirs(self, path: str) -> None: ...
     def read_file(self, path: str) -> bytes: ...
     def create_exclusive(self, path: str, data: bytes) -> bool: ...
+    def write_file(self, path: str, data: bytes) -> None:
+        """Replace (or create) ``path`` with ``data`` atomically: a crash leaves the old or the new content."""
+        ...
     def create(self, path: str) -> AppendFile: ...
     def open_read(self, path: str) -> ReadFile: ...
     def truncate(self, path: str, size: int) -> None: ...
     def remove(self, path: str) -> None: ...
+    def remove_dir(self, path: str) -> None:
+        """Remove the folder ``path`` if it is empty (else leave it)."""
+        ...
     def sync_dir(self, path: str) -> None: ...
     def lock(self, path: str) -> object: ...
     def unlock(self, handle: object) -> None: ...
@@ -140,6 +146,20 @@ class LocalStorage:
         finally:
             os.unlink(tmp)
 
+    def write_file(self, path: str, data: bytes) -> None:
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)  # atomic: readers and a crash see the old file or the new one
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        self.sync_dir(os.path.dirname(path) or ".")
+
     def create(self, path: str) -> _LocalAppend:
         return _LocalAppend(path)
 
@@ -154,6 +174,12 @@ class LocalStorage:
 
     def remove(self, path: str) -> None:
         os.unlink(path)
+
+    def remove_dir(self, path: str) -> None:
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty (or already gone): leave it
+            pass
 
     def sync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)
@@ -256,6 +282,10 @@ class ArrowFsStorage:
             out.write(data)
         return True
 
+    def write_file(self, path: str, data: bytes) -> None:
+        with self.fs.open_output_stream(path) as out:  # object stores replace an object atomically on close
+            out.write(data)
+
     def create(self, path: str) -> _ArrowAppend:
         return _ArrowAppend(self.fs, path)
 
@@ -270,6 +300,10 @@ class ArrowFsStorage:
 
     def remove(self, path: str) -> None:
         self.fs.delete_file(path)
+
+    def remove_dir(self, path: str) -> None:
+        if self.exists(path) and not self.list_dir(path):
+            self.fs.delete_dir(path)
 
     def sync_dir(self, path: str) -> None:
         pass
@@ -356,6 +390,10 @@ class MemoryStorage:
             self._files[path] = bytearray(data)
             return True
 
+    def write_file(self, path: str, data: bytes) -> None:
+        with self._mutex:
+            self._files[path] = bytearray(data)  # a new buffer: open readers keep the old one, as with a rename
+
     def create(self, path: str) -> _MemAppend:
         with self._mutex:
             if path in self._files:
@@ -370,10 +408,21 @@ class MemoryStorage:
             raise FileNotFoundError(path) from None
 
     def truncate(self, path: str, size: int) -> None:
-        del self._files[path][size:]
+        try:
+            del self._files[path][size:]
+        except KeyError:
+            raise FileNotFoundError(path) from None
 
     def remove(self, path: str) -> None:
-        del self._files[path]
+        try:
+            del self._files[path]
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def remove_dir(self, path: str) -> None:
+        with self._mutex:
+            if path in self._dirs and not self.list_dir(path):
+                self._dirs.discard(path)
 
     def sync_dir(self, path: str) -> None:
         pass

@@ -1,0 +1,148 @@
+"""``FileLog.check_part``: every problem of a part's files, found without raising.
+
+Where reading stops at the first damage, this goes through every segment and reports, each as a
+CorruptLogError naming stream, part, file and byte offset (and seq when known): orphan indexes and
+segments without one, damaged prefixes, index headers and entries, an index that lists fewer events than
+its segment holds (events a reader finds only by the container's framing) or entries past its events,
+index entries that disagree with the segment, events failing their CRC-32 (or, when unindexed, their
+decode), torn tails, and segments that do not continue each other's sequence ids.
+"""
+
+from __future__ import annotations
+
+from eventlog.encoding import SegmentDecoder, codec_for
+from eventlog.errors import CorruptLogError, EventLogError
+from eventlog.header import StreamHeader
+
+from . import index as ix
+from .framing import Malformed
+from .layout import INDEX_SUFFIX, list_firsts, segment_name
+from .reader import RAW_DECODE_ERRORS
+from .segment import DAMAGED, SegmentFiles, Stop
+from .storage import Storage
+
+_MAX_PER_SEGMENT = 50
+"""Problems reported per segment before moving on to the next one."""
+
+
+def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> list[CorruptLogError]:
+    """The problems of one part's files (see the module doc); an empty list when they are whole."""
+    codec = codec_for(header)
+    suffix = codec.file_suffix
+    segs = list_firsts(st, part_dir, suffix)
+    indexes = list_firsts(st, part_dir, INDEX_SUFFIX)
+    problems: list[CorruptLogError] = []
+    where = {"stream": header.stream, "part": part}
+    for first in sorted(set(indexes) - set(segs)):
+        problems.append(CorruptLogError("orphan index without its segment", seq=first, offset=0,
+                                        path=st.join(part_dir, segment_name(first) + INDEX_SUFFIX), **where))
+    prev_end: int | None = None
+    for i, first in enumerate(segs):
+        data_path = st.join(part_dir, segment_name(first) + suffix)
+        if prev_end is not None and first != prev_end:
+            problems.append(CorruptLogError(
+                f"segment starts at seq {first} but the previous one ends at seq {prev_end - 1}",
+                seq=first, offset=0, path=data_path, **where))
+        if first not in indexes:
+            problems.append(CorruptLogError("segment without an index (its events are found by scanning it)",
+                                            seq=first, offset=0, path=data_path, **where))
+        try:
+            files = SegmentFiles(st, part_dir, first, suffix, header.encoding, stream=header.stream, part=part)
+        except FileNotFoundError:
+            continue
+        try:
+            found: list[CorruptLogError] = []
+            prev_end = _check_segment(files, codec, sealed=i < len(segs) - 1, problems=found)
+            problems.extend(found[:_MAX_PER_SEGMENT])
+        except OSError as e:
+            problems.append(CorruptLogError(f"cannot read the segment: {e}", offset=0, path=data_path, **where))
+            prev_end = None
+        finally:
+            files.close()
+    return problems
+
+
+def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[CorruptLogError]) -> int:  # noqa: ANN001
+    """Report the segment's problems; returns the seq after its last whole event."""
+    first = f.first_seq
+    try:
+        f.refresh()
+    except EventLogError as e:
+        problems.append(e if isinstance(e, CorruptLogError) else CorruptLogError(e.reason, **e.location()))
+        f.index_ok = False  # go on without the index
+    try:
+        prefix = f.prefix()
+    except Malformed as m:
+        problems.append(f.error(f"damaged segment prefix: {m.reason}", offset=m.offset))
+        return first
+    if prefix is None:
+        if f.data_size or sealed:
+            what = "finished segment ends" if sealed else "torn tail: segment ends"
+            problems.append(f.error(f"{what} inside its prefix ({f.data_size} bytes)", offset=0))
+        return first
+    decoder: list[SegmentDecoder] = []
+    seq, offset = first, prefix
+    unindexed: list[tuple[int, int]] = []
+    stop: Stop | None = None
+    while len(problems) < _MAX_PER_SEGMENT:
+        entry = f.entry(seq)
+        if entry is DAMAGED:
+            problems.append(f.error("index entry fails its checksum", seq=seq,
+                                    offset=ix.entry_position(first, seq), index=True))
+        try:
+            step = f.next_place(seq, offset, strict=False)
+        except CorruptLogError as e:  # an entry that disagrees with the segment: go on by the framing
+            problems.append(e)
+            f.index_ok = False
+            continue
+        except Malformed as m:
+            later = f.entries() > seq - first
+            torn = not sealed and not later
+            problems.append(f.error(f"{'torn tail: ' if torn else ''}bytes that are no event: {m.reason}", seq=seq,
+                                    offset=m.offset))
+            break
+        if isinstance(step, Stop):
+            stop = step
+            break
+        body = f.read(step.offset, step.length)
+        if step.entry is not None:
+            if ix.checksum(body) != step.entry.crc:
+                problems.append(f.error("event fails its checksum", seq=seq, offset=step.offset))
+        else:
+            unindexed.append((seq, step.offset))
+            problem = _decode_problem(f, codec, decoder, seq, step.offset, body)
+            if problem is not None:
+                problems.append(problem)
+        seq, offset = seq + 1, step.end
+    if unindexed and f.index_exists:
+        s, o = unindexed[0]
+        problems.append(f.error(f"index is shorter than its segment: it lists {f.entries()} entries, the segment "
+                                f"holds {seq - first} events ({len(unindexed)} found by scanning it, the first at "
+                                f"byte {o} of {f.data_path})", seq=s, offset=ix.entry_position(first, s), index=True))
+    if stop is not None:
+        beyond = f.index_beyond(seq)
+        if stop.eos and f.data_size > stop.offset + len(f.framing.suffix):
+            problems.append(f.error("bytes after the end-of-stream marker", offset=stop.offset + len(f.framing.suffix)))
+        if stop.problem:
+            what = "finished segment does not end with a whole event" if sealed else "torn tail"
+            problems.append(f.error(f"{what}: {stop.problem}", seq=seq, offset=stop.offset))
+        if beyond:
+            what = "index has more than its segment" if sealed or "partial" not in beyond else "torn tail"
+            problems.append(f.error(f"{what}: {beyond}", seq=seq, offset=ix.entry_position(first, seq), index=True))
+    return seq
+
+
+def _decode_problem(f: SegmentFiles, codec, decoder: list[SegmentDecoder], seq: int, offset: int,  # noqa: ANN001
+                    body: bytes) -> CorruptLogError | None:
+    where = {"seq": seq, "offset": offset}
+    try:
+        if not decoder:
+            decoder.append(codec.segment_decoder(f.read(0, f.prefix_len or 0)))
+        got, _ = decoder[0].decode(body)
+    except CorruptLogError as e:
+        return f.error(f"unindexed event does not decode: {e.reason}", **where)
+    except RAW_DECODE_ERRORS as e:
+        return f.error(f"unindexed event does not decode: {type(e).__name__}: {str(e)[:200]}", **where)
+    if got != seq:
+        return f.error(f"unindexed event carries seq {got}", **where)
+    return None

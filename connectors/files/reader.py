@@ -1,0 +1,277 @@
+"""Reading one part of a file log across its segments, live or finished.
+
+Every event is located through the segment's index where the index has a whole entry (its CRC-32 is
+checked before decoding), and by the container's framing where it has none (FORMAT.md 3.3: the segment is
+the truth). A segment is *finished* only once its successor exists and the reader has re-read the segment
+(both files opened again) after seeing that: a writer closes a segment before it creates the next one, so
+that re-read sees all of it, and anything short of a clean end is damage. Until then the segment may still
+grow, and bytes that are not a whole event yet are a torn tail or an event being written (``tail_problem``).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+import fastavro.schema
+import pyarrow as pa
+import zstandard
+
+from eventlog.encoding import SegmentDecoder, codec_for
+from eventlog.errors import CorruptLogError, EventLogError, SequenceError
+from eventlog.events import Entry, Messages
+from eventlog.header import StreamHeader
+from eventlog.log import PartReader
+
+from . import index as ix
+from .framing import Malformed
+from .layout import list_firsts
+from .segment import Place, SegmentFiles, Stop
+from .storage import Storage
+
+RAW_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError, KeyError, IndexError, TypeError,
+                     AttributeError, struct.error, OverflowError, RecursionError, StopIteration,
+                     zstandard.ZstdError, fastavro.schema.SchemaParseException)
+"""What pyarrow, fastavro, zstandard and the OS raise on bytes that are not an event; a file reader turns
+each into a CorruptLogError naming the place."""
+
+
+def relocate(e: CorruptLogError, **where: object) -> CorruptLogError:
+    """The same error with its location filled in (fields already known are kept)."""
+    loc = {k: getattr(e, k) for k in ("stream", "part", "seq", "offset", "path")}
+    loc.update({k: v for k, v in where.items() if v is not None and loc.get(k) is None})
+    return type(e)(e.reason, **loc)  # type: ignore[arg-type]
+
+
+def decode_error(e: BaseException, **where: object) -> CorruptLogError:
+    """A CorruptLogError at ``where`` for an error raised while decoding segment bytes."""
+    if isinstance(e, CorruptLogError):
+        return relocate(e, **where)
+    return CorruptLogError(f"undecodable event: {type(e).__name__}: {str(e)[:300]}", **where)  # type: ignore[arg-type]
+
+
+def io_error(e: OSError, **where: object) -> EventLogError:
+    """An EventLogError for an OSError met opening or reading a part's files (naming the file)."""
+    reason = f"cannot read the log's files: {e.strerror or e}"
+    return EventLogError(reason, path=e.filename, **where)  # type: ignore[arg-type]
+
+
+class _Cursor:
+    """Reading position inside one segment."""
+
+    def __init__(self, files: SegmentFiles) -> None:
+        self.files = files
+        self.first_seq = files.first_seq
+        self.seq = files.first_seq
+        """The next event of the segment to look at."""
+        self.offset: int | None = None
+        """Its byte offset (None until the prefix was framed)."""
+        self.sealed = False
+        """The next segment exists and the files were reopened since: the segment is finished."""
+        self.mapped: pa.Buffer | None = None
+        self.decoder: SegmentDecoder | None = None
+
+    def reopen(self, *, forget_prefix: bool = False) -> None:
+        self.mapped = None
+        self.files.reopen(forget_prefix=forget_prefix)
+
+    def close(self) -> None:
+        self.mapped = None
+        self.decoder = None
+        self.files.close()
+
+
+class FilePartReader(PartReader):
+    """Reads one part across its segments, verifying every indexed event's checksum before decoding it."""
+
+    def __init__(self, st: Storage, header: StreamHeader, part_dir: str, part: int, start: int,
+                 progress_only: bool) -> None:
+        self._st = st
+        self.header = header
+        self.stream = header.stream
+        self.part = part
+        self._codec = codec_for(header)
+        self._suffix = self._codec.file_suffix
+        self._dir = part_dir
+        self._next = start
+        self._progress_only = progress_only
+        self._cur: _Cursor | None = None
+        self._known: list[int] = []
+
+    @property
+    def next_seq(self) -> int:
+        return self._next
+
+    def close(self) -> None:
+        if self._cur is not None:
+            self._cur.close()
+            self._cur = None
+
+    # -- segments --------------------------------------------------------------------------------------
+
+    def _list(self) -> list[int]:
+        self._known = list_firsts(self._st, self._dir, self._suffix)
+        return self._known
+
+    def _open_cursor(self) -> bool:
+        # moving on to a segment already listed (the usual step after a finished one) lists nothing
+        segs = self._known if self._next in self._known else self._list()
+        candidates = [s for s in segs if s <= self._next]
+        if not candidates:
+            if segs:
+                raise SequenceError(
+                    f"events before seq {segs[0]} are not in the log (asked for seq {self._next})",
+                    stream=self.stream, part=self.part, seq=self._next,
+                )
+            return False
+        try:
+            files = SegmentFiles(self._st, self._dir, candidates[-1], self._suffix, self.header.encoding,
+                                 stream=self.stream, part=self.part)
+        except FileNotFoundError:  # removed since listed (a writer dropping an empty segment): next poll
+            self._known = []
+            return False
+        self._cur = _Cursor(files)
+        return True
+
+    def _segment_after(self, first: int) -> int | None:
+        later = [s for s in self._known if s > first]
+        if not later:
+            later = [s for s in self._list() if s > first]
+        return later[0] if later else None
+
+    def __iter__(self) -> Iterator[Entry]:
+        self.tail_problem = None
+        try:
+            yield from self._iter()
+        except OSError as e:  # the files cannot be opened or read (permissions, I/O errors): not decoding
+            raise io_error(e, stream=self.stream, part=self.part) from None
+
+    def _iter(self) -> Iterator[Entry]:
+        while True:
+            if self._cur is None and not self._open_cursor():
+                return
+            cur = self._cur
+            assert cur is not None
+            if not cur.sealed and cur.seq == cur.first_seq:
+                # no event read from it yet: open it again, in case a recovering writer removed it (it held
+                # no whole event) and a new session created a segment of the same name
+                try:
+                    cur.reopen(forget_prefix=True)
+                except FileNotFoundError:
+                    self.close()
+                    return
+                cur.offset = None
+                cur.decoder = None
+            yield from self._read(cur)
+            if not cur.sealed:
+                if self._segment_after(cur.first_seq) is None:
+                    return
+                # the next segment exists, so this one was closed before it was created: read it again,
+                # from freshly opened files, to its end; anything short of a clean end is damage
+                cur.reopen()
+                cur.sealed = True
+                yield from self._read(cur)
+            nxt = self._segment_after(cur.first_seq)
+            if nxt != cur.seq:
+                # a listing is no snapshot: a file created while it ran may be missing from it (ext4 lists
+                # in hash order), while a later one is there. A listing started now holds every segment
+                # created before the one seen.
+                self._list()
+                nxt = self._segment_after(cur.first_seq)
+            if nxt != cur.seq:
+                raise SequenceError(
+                    f"segment ends at seq {cur.seq - 1} but the next segment starts at {nxt}",
+                    stream=self.stream, part=self.part, seq=cur.seq, path=cur.files.data_path,
+                )
+            cur.close()
+            self._cur = None
+
+    # -- one segment -----------------------------------------------------------------------------------
+
+    def _read(self, cur: _Cursor) -> Iterator[Entry]:
+        self.tail_problem = None  # what the newest segment read ends with is what counts
+        f = cur.files
+        f.refresh()
+        if cur.offset is None:
+            try:
+                prefix = f.prefix()
+            except Malformed as m:
+                raise f.error(f"damaged segment prefix: {m.reason}", offset=m.offset) from None
+            if prefix is None:
+                if cur.sealed:
+                    raise f.error("finished segment ends inside its prefix", offset=0)
+                return
+            cur.offset = prefix
+        while True:
+            try:
+                step = f.next_place(cur.seq, cur.offset)
+            except Malformed as m:
+                if cur.sealed:
+                    raise f.error(f"damaged event bytes in a finished segment: {m.reason}", seq=cur.seq,
+                                  offset=m.offset) from None
+                self.tail_problem = f"bytes that are no event at byte {m.offset} of {f.data_path}: {m.reason}"
+                return
+            if isinstance(step, Stop):
+                break
+            entry = None
+            if step.seq >= self._next and not (
+                self._progress_only and step.entry is not None and step.entry.kind == ix.KIND_MESSAGES
+            ):
+                entry = self._decode(cur, step)
+            cur.seq, cur.offset = step.seq + 1, step.end
+            if step.seq >= self._next:
+                self._next = step.seq + 1
+            if entry is not None:
+                yield entry
+        self._at_stop(cur, step)
+
+    def _at_stop(self, cur: _Cursor, stop: Stop) -> None:
+        f = cur.files
+        beyond = f.index_beyond(cur.seq)
+        extra_entries = beyond is not None and "partial" not in beyond  # whole entries past the events
+        if stop.eos:
+            after = stop.offset + len(f.framing.suffix)
+            if f.data_size > after:
+                raise f.error("bytes after the end-of-stream marker", offset=after)
+        if extra_entries and (stop.eos or cur.sealed):
+            raise f.error(f"index has more than the segment: {beyond}", seq=cur.seq,
+                          offset=ix.entry_position(cur.first_seq, cur.seq), index=True)
+        if cur.sealed:
+            if stop.problem:
+                raise f.error(f"finished segment does not end with a whole event: {stop.problem}", seq=cur.seq,
+                              offset=stop.offset)
+            return  # a partial entry or header after the last event: the index is short, not the segment
+        problem = stop.problem or beyond
+        if problem is not None:
+            self.tail_problem = problem
+
+    def _decode(self, cur: _Cursor, place: Place) -> Entry | None:
+        f = cur.files
+        where = {"stream": self.stream, "part": self.part, "seq": place.seq, "offset": place.offset,
+                 "path": f.data_path}
+        if cur.mapped is None or cur.mapped.size < place.end:
+            cur.mapped = cur.files.data.map()  # (re)map: the segment grew since it was mapped
+            if cur.mapped.size < place.end:
+                raise f.error("segment shrank while it was read", seq=place.seq, offset=place.offset)
+        body = cur.mapped.slice(place.offset, place.length)
+        if place.entry is not None and ix.checksum(body) != place.entry.crc:
+            raise f.error("event fails its checksum", seq=place.seq, offset=place.offset)
+        try:
+            if cur.decoder is None:
+                prefix = cur.mapped.slice(0, f.prefix_len or 0)
+                try:
+                    cur.decoder = self._codec.segment_decoder(prefix)
+                except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
+                    raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
+            seq, event = cur.decoder.decode_at(cur.mapped, place.offset, place.length)
+        except CorruptLogError as e:
+            raise relocate(e, **where) from None
+        except RAW_DECODE_ERRORS as e:
+            cur.decoder = None  # its state is unknown after an error
+            raise decode_error(e, **where) from None
+        if seq != place.seq:
+            raise f.error(f"event carries seq {seq}, its place in the segment is seq {place.seq}", seq=place.seq,
+                          offset=place.offset)
+        if self._progress_only and isinstance(event, Messages):
+            return None
+        return Entry(seq, event)

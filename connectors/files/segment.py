@@ -1,0 +1,254 @@
+"""One segment as readers and writers see it: its data file and its index, read as they grow, and the
+places of its events — from the index where it has a whole entry, from the container's framing where it
+has none (missing, short or damaged index). The segment is the truth, the index an accelerator.
+
+:meth:`SegmentFiles.next_place` finds the event after a known position; it never decides what a stop
+means. A caller that knows the segment is finished (its successor exists and the files were re-read
+since) treats bytes that are not a whole event as damage; a caller at the newest segment sees a torn tail
+or an event still being written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eventlog.errors import CorruptLogError, UnsupportedVersionError
+
+from . import index as ix
+from .framing import END, Framing, Malformed, framing_for
+from .layout import INDEX_SUFFIX, segment_name
+from .storage import ReadFile, Storage
+
+_BLOCK_ENTRIES = 4096
+"""Index entries read at once."""
+
+
+class _Damaged:
+    """An index entry that is there but fails its own checksum."""
+
+    def __repr__(self) -> str:
+        return "DAMAGED"
+
+
+DAMAGED = _Damaged()
+
+
+@dataclass(frozen=True)
+class Place:
+    """A whole event's bytes in the segment; ``entry`` is its index entry (None: found by framing only)."""
+
+    seq: int
+    offset: int
+    length: int
+    entry: ix.IndexEntry | None
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
+
+
+@dataclass(frozen=True)
+class Stop:
+    """No whole event at ``offset`` (yet): ``eos`` when the Arrow end-of-stream marker is there;
+    ``problem`` says what bytes are there but not whole (None when the data simply ends here)."""
+
+    offset: int
+    eos: bool = False
+    problem: str | None = None
+    indexed: bool = False
+    """An index entry places an event here whose bytes run past the end of the data (a write cut short)."""
+
+
+class SegmentFiles:
+    """The data file and index of the segment ``first_seq`` of one part, opened for reading."""
+
+    def __init__(self, st: Storage, part_dir: str, first_seq: int, suffix: str, encoding: str, *,
+                 stream: str, part: int) -> None:
+        self._st = st
+        self.first_seq = first_seq
+        self.encoding = encoding
+        self.stream, self.part = stream, part
+        name = segment_name(first_seq)
+        self.data_path = st.join(part_dir, name + suffix)
+        self.index_path = st.join(part_dir, name + INDEX_SUFFIX)
+        self.data: ReadFile = st.open_read(self.data_path)  # FileNotFoundError when the segment is gone
+        self.index: ReadFile | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.framing: Framing = framing_for(self.encoding)
+        self.index_ok = False
+        """The index has a whole, valid header (its entries can be read)."""
+        self.index_exists = False
+        self.data_size = 0
+        self.index_size = 0
+        self.prefix_len: int | None = None
+        self._block = b""
+        self._block_first = 0
+
+    def close(self) -> None:
+        self.data.close()
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+
+    def reopen(self, *, forget_prefix: bool = False) -> None:
+        """Open both files again by name (a recovering writer may have replaced the index, or removed an
+        empty segment and created another of the same name: then ``forget_prefix``) and forget the sizes
+        and entries read."""
+        self.close()
+        self.data = self._st.open_read(self.data_path)
+        framing, prefix_len = self.framing, self.prefix_len
+        self._reset()
+        if not forget_prefix:
+            self.framing, self.prefix_len = framing, prefix_len
+
+    def error(self, reason: str, *, seq: int | None = None, offset: int | None = None,
+              index: bool = False) -> CorruptLogError:
+        """A CorruptLogError at this segment (its index file with ``index=True``)."""
+        return CorruptLogError(reason, stream=self.stream, part=self.part, seq=seq, offset=offset,
+                               path=self.index_path if index else self.data_path)
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Take the files' current sizes; open the index once it exists and check its header."""
+        self.data_size = self.data.size()
+        if self.index is None:
+            try:
+                self.index = self._st.open_read(self.index_path)
+            except FileNotFoundError:
+                self.index_exists = False
+                self.index_size = 0
+                return
+        self.index_exists = True
+        self.index_size = self.index.size()
+        if not self.index_ok and self.index_size >= ix.HEADER_SIZE:
+            head = self.index.read_at(0, ix.HEADER_SIZE)
+            try:
+                _, first = ix.unpack_header(head)
+            except ValueError as e:
+                raise self.error(f"damaged index header: {e}", offset=0, index=True) from None
+            except UnsupportedVersionError as e:
+                raise UnsupportedVersionError(e.reason, stream=self.stream, part=self.part, offset=0,
+                                              path=self.index_path) from None
+            if first != self.first_seq:
+                raise self.error(f"index header says first seq {first}, its name {self.first_seq}", offset=8,
+                                 index=True)
+            self.index_ok = True
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes of the data at ``offset`` (never past the size last taken)."""
+        length = max(0, min(length, self.data_size - offset))
+        return self.data.read_at(offset, length) if length else b""
+
+    def entries(self) -> int:
+        """Whole entries in the index (0 while it has no valid header)."""
+        if not self.index_ok:
+            return 0
+        return (self.index_size - ix.HEADER_SIZE) // ix.ENTRY_SIZE
+
+    def entry(self, seq: int) -> ix.IndexEntry | _Damaged | None:
+        """The index entry of ``seq``: None when the index has no whole entry there, DAMAGED when the entry
+        fails its checksum."""
+        k = seq - self.first_seq
+        n = self.entries()
+        if k < 0 or k >= n or self.index is None:
+            return None
+        i = k - self._block_first
+        if not 0 <= i < len(self._block) // ix.ENTRY_SIZE:
+            count = min(n - k, _BLOCK_ENTRIES)
+            self._block = self.index.read_at(ix.entry_position(self.first_seq, seq), count * ix.ENTRY_SIZE)
+            self._block_first = k
+            i = 0
+            if len(self._block) < ix.ENTRY_SIZE:  # the index shrank under us (a writer cut a torn tail)
+                self._block = b""
+                return None
+        e = ix.unpack_entry(self._block, i * ix.ENTRY_SIZE)
+        return DAMAGED if e is None else e
+
+    def prefix(self) -> int | None:
+        """Length of the segment's prefix; None while it is incomplete. Raises Malformed."""
+        if self.prefix_len is None:
+            n = self.framing.prefix_length(self.read, self.data_size)
+            e0 = self.entry(self.first_seq)
+            if isinstance(e0, ix.IndexEntry) and (n != e0.offset if n is not None else self.data_size >= e0.offset):
+                # the entry is checksummed, the prefix is not: the prefix is what is damaged
+                raise Malformed(f"the segment prefix does not end where the index places the first event "
+                                f"(byte {e0.offset})", 0)
+            self.prefix_len = n
+        return self.prefix_len
+
+    def next_place(self, seq: int, offset: int, *, strict: bool = True) -> Place | Stop:
+        """The whole event ``seq`` at ``offset`` (after :meth:`prefix`), or where and why there is none.
+        An index entry that disagrees with the position raises CorruptLogError, and so does (``strict``) a
+        damaged entry followed by more entries: damage, where a damaged last entry may be a torn write and
+        the event is found by framing. Bytes that cannot be an event raise Malformed."""
+        e = self.entry(seq)
+        if e is DAMAGED and strict and seq - self.first_seq < self.entries() - 1:
+            raise self.error("index entry fails its checksum", seq=seq,
+                             offset=ix.entry_position(self.first_seq, seq), index=True)
+        if isinstance(e, ix.IndexEntry):
+            if e.seq != seq or e.offset != offset:
+                raise self.error(f"index entry disagrees with the segment: it places seq {e.seq} at byte "
+                                 f"{e.offset}, the segment has seq {seq} at byte {offset}", seq=seq,
+                                 offset=ix.entry_position(self.first_seq, seq), index=True)
+            if e.offset + e.length > self.data_size:
+                self.data_size = self.data.size()
+                if e.offset + e.length > self.data_size:
+                    return Stop(offset, problem=f"seq {seq} ends at byte {e.offset + e.length} but "
+                                                f"{self.data_path} has {self.data_size} bytes", indexed=True)
+            return Place(seq, offset, e.length, e)
+        n = self.framing.body_length(self.read, self.data_size, offset)
+        if n == END:
+            return Stop(offset, eos=True)
+        if n is None:
+            if self.data_size > offset:
+                return Stop(offset, problem=f"partial event at byte {offset} of {self.data_path} "
+                                            f"({self.data_size - offset} bytes)")
+            return Stop(offset)
+        return Place(seq, offset, n, None)
+
+    def tail_is_torn(self, offset: int) -> bool:
+        """Whether the data from ``offset`` to its end is what a crash leaves after the last whole event: the
+        start of an event whose writing was cut short, possibly followed by zeros (blocks allocated but never
+        written), or nothing. A whole event there (one that failed its checks) or bytes that cannot start an
+        event are damage instead."""
+        if self.data_size <= offset:
+            return True
+        rest = self.read(offset, self.data_size - offset)
+        end = offset + len(rest.rstrip(b"\0"))
+        if end == offset:
+            return True
+
+        def read(o: int, n: int) -> bytes:
+            return rest[o - offset : min(o + n, end) - offset]
+
+        try:
+            n = self.framing.body_length(read, end, offset)
+        except Malformed:
+            return False
+        if n == END:
+            return end <= offset + len(self.framing.suffix)
+        return n is None
+
+    def index_beyond(self, seq: int) -> str | None:
+        """What the index holds past the entry of ``seq - 1`` (None when nothing)."""
+        if not self.index_exists:
+            return None
+        if not self.index_ok:
+            if self.index_size:
+                return f"partial index header ({self.index_size} bytes) in {self.index_path}"
+            return None
+        pos = ix.entry_position(self.first_seq, seq)
+        extra = self.index_size - pos
+        if extra <= 0:
+            return None
+        whole = extra // ix.ENTRY_SIZE
+        if whole:
+            entries = "entry" if whole == 1 else "entries"
+            return f"{whole} index {entries} past the last whole event (byte {pos} of {self.index_path})"
+        return f"partial index entry at byte {pos} of {self.index_path}"
+
+
+__all__ = ["DAMAGED", "Malformed", "Place", "SegmentFiles", "Stop"]

@@ -1,0 +1,389 @@
+"""Writing one part of a file log: appends to size-rotated segments, and recovery when a writer opens a
+part a crashed writer left behind.
+
+Recovery (FORMAT.md 3.3) keeps every whole, valid event of the newest segment — through its index entry
+and CRC-32, or, where the index has no whole entry, by the container's framing and a full decode — and
+rebuilds the index to list exactly those. It cuts only a torn tail: bytes after the last whole event that
+hold no whole event. A failing event followed by a whole one is damage, not a torn tail: the writer raises
+CorruptLogError and changes nothing. Every step is safe to interrupt: the next writer redoes what is left
+(indexes are replaced atomically, an index is removed before its segment, leftovers are removed first).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder, codec_for
+from eventlog.errors import CorruptLogError, EventLogError, SequenceError
+from eventlog.events import Event, Messages
+from eventlog.header import StreamHeader
+from eventlog.log import PartWriter
+
+from . import index as ix
+from .framing import Malformed
+from .layout import INDEX_SUFFIX, LOCK_FILE, list_firsts, segment_name
+from .reader import RAW_DECODE_ERRORS, io_error
+from .segment import Place, SegmentFiles, Stop
+from .storage import AppendFile, Storage
+
+if TYPE_CHECKING:
+    from .log import FileLog
+
+_log = logging.getLogger("eventlog")
+
+_PROBE_LIMIT = 1 << 14
+"""Candidate event starts a recovery tries after a torn tail before it decides nothing whole follows."""
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What a writer that reopened a part after a crash repaired: a torn tail it cut, an index it rebuilt."""
+
+    stream: str
+    part: int
+    path: str
+    events_cut: int
+    """Index entries removed (entries of events that were not whole)."""
+    bytes_cut: int
+    """Bytes cut from the end of the segment (or the size of a segment removed for holding no event)."""
+    next_seq: int
+    """Where appending continues."""
+    events_indexed: int = 0
+    """Whole events the index did not list (or listed in a damaged entry) that were added to it."""
+
+
+@dataclass
+class _OpenSegment:
+    first_seq: int
+    encoder: SegmentEncoder
+    data: AppendFile
+    index: AppendFile
+    size: int
+    count: int = 0
+    dirty: bool = False
+
+
+class FilePartWriter(PartWriter):
+    """Appends one part's events to segments; recovers what a crashed writer left when it opens."""
+
+    def __init__(self, log: "FileLog", header: StreamHeader, part: int, sync: str) -> None:
+        self._log = log
+        self._st: Storage = log._st
+        self.header = header
+        self.stream = header.stream
+        self.part = part
+        self._sync_mode = sync
+        self._codec: EventCodec = codec_for(header)
+        self._dir = log._part_dir(header, part)
+        self._st.make_dirs(self._dir)
+        self._lock = self._st.lock(self._st.join(self._dir, LOCK_FILE))
+        self._seg: _OpenSegment | None = None
+        self._closed = False
+        self.recovery: Recovery | None = None
+        try:
+            self._next_seq = self._recover()
+        except OSError as e:
+            self._st.unlock(self._lock)
+            raise io_error(e, stream=self.stream, part=self.part) from None
+        except BaseException:
+            self._st.unlock(self._lock)
+            raise
+        if self.recovery is not None:
+            log.recoveries.append(self.recovery)
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    def _path(self, first_seq: int, ext: str) -> str:
+        return self._st.join(self._dir, segment_name(first_seq) + ext)
+
+    def _files(self, first_seq: int) -> SegmentFiles:
+        return SegmentFiles(self._st, self._dir, first_seq, self._codec.file_suffix, self.header.encoding,
+                            stream=self.stream, part=self.part)
+
+    # -- recovery --------------------------------------------------------------------------------------
+
+    def _recover(self) -> int:
+        suffix = self._codec.file_suffix
+        for name in self._st.list_dir(self._dir):  # temporary files of an interrupted index rebuild
+            if name.endswith(".tmp"):
+                self._st.remove(self._st.join(self._dir, name))
+        segs = list_firsts(self._st, self._dir, suffix)
+        newest = segs[-1] if segs else 0
+        for first in list_firsts(self._st, self._dir, INDEX_SUFFIX):
+            if first > newest:  # an index whose segment was removed by an interrupted recovery
+                path = self._path(first, INDEX_SUFFIX)
+                _log.warning("stream %r part %d: removing %s, an index without its segment", self.stream,
+                             self.part, path)
+                self._st.remove(path)
+        removed: list[Recovery] = []
+        rec: Recovery | None = None
+        next_seq = 1
+        while segs:
+            first = segs[-1]
+            seg_next, rec = self._recover_segment(first)
+            if seg_next is not None:
+                next_seq = seg_next
+                break
+            # the newest segment holds no whole event (a crash right after it was created): drop it, index
+            # first, so that an interruption leaves a segment without an index, which the next writer drops
+            assert rec is not None
+            removed.append(rec)
+            rec = None
+            index_path = self._path(first, INDEX_SUFFIX)
+            if self._st.exists(index_path):
+                self._st.remove(index_path)
+            self._st.remove(self._path(first, suffix))
+            self._st.sync_dir(self._dir)
+            _log.warning("stream %r part %d: removed %s (%d bytes), a segment holding no whole event", self.stream,
+                         self.part, removed[-1].path, removed[-1].bytes_cut)
+            segs.pop()
+        if rec is not None:
+            self._note(rec)
+        if rec is not None or removed:
+            parts = ([rec] if rec is not None else []) + removed
+            self.recovery = Recovery(self.stream, self.part, parts[0].path, sum(r.events_cut for r in parts),
+                                     sum(r.bytes_cut for r in parts), next_seq, rec.events_indexed if rec else 0)
+        return next_seq
+
+    def _note(self, rec: Recovery) -> None:
+        if rec.events_cut or rec.bytes_cut:
+            _log.warning("stream %r part %d: cut a torn tail of %d event(s), %d byte(s) in %s; appending continues "
+                         "at seq %d", self.stream, self.part, rec.events_cut, rec.bytes_cut, rec.path, rec.next_seq)
+        if rec.events_indexed:
+            _log.warning("stream %r part %d: rebuilt the index of %s: %d whole event(s) it did not list were added",
+                         self.stream, self.part, rec.path, rec.events_indexed)
+
+    def _recover_segment(self, first: int) -> tuple[int | None, Recovery | None]:
+        """Repair the newest segment: ``(next_seq, what was repaired or None)``, or ``(None, Recovery)``
+        when it holds no whole event and is to be removed."""
+        f = self._files(first)
+        try:
+            f.refresh()
+            return self._repair(f)
+        finally:
+            f.close()
+
+    def _repair(self, f: SegmentFiles) -> tuple[int | None, Recovery | None]:
+        first = f.first_seq
+        try:
+            prefix = f.prefix()
+        except Malformed as m:
+            # a crash may leave a new segment's prefix short or zero-filled; anything larger is damage
+            if f.data_size <= len(self._codec.new_segment().prefix) and not self._verified_entry(f, first, None):
+                prefix = None
+            else:
+                raise f.error(f"damaged segment prefix: {m.reason}", offset=m.offset) from None
+        if prefix is None:
+            return None, Recovery(self.stream, self.part, f.data_path, f.entries(), f.data_size, first)
+        decoder: list[SegmentDecoder] = []
+        good: list[tuple[Place, int, int]] = []  # (place, kind, crc)
+        seq, offset = first, prefix
+        stop: Stop | None = None
+        bad: Place | None = None
+        while True:
+            try:
+                step = f.next_place(seq, offset)
+            except Malformed:
+                break
+            if isinstance(step, Stop):
+                stop = step
+                break
+            checked = self._check_event(f, step, decoder)
+            if checked is None:
+                bad = step
+                break
+            good.append((step, *checked))
+            seq, offset = step.seq + 1, step.end
+        clean_end = (stop is not None and stop.problem is None and f.data_size == offset +
+                     (len(f.framing.suffix) if stop.eos else 0))
+        if bad is not None and bad.entry is not None:
+            # all its bytes are there and fail the CRC its entry vouches for: torn only if they end in the
+            # zeros of blocks a crash left unwritten, else damage
+            torn = len(f.read(offset, f.data_size - offset).rstrip(b"\0")) < bad.length
+        else:
+            torn = (stop is not None and stop.indexed) or f.tail_is_torn(offset)
+        if not clean_end and (not torn or self._whole_after(f, seq, offset, decoder)):
+            raise f.error("event fails its checksum or does not decode in the middle of a segment or at its end, "
+                          "and it is no torn write (damage: the writer changes nothing)", seq=seq, offset=offset)
+        if not good:
+            return None, Recovery(self.stream, self.part, f.data_path, f.entries(), f.data_size, first)
+        index_complete = f.index_ok and all(p.entry is not None for p, _, _ in good)
+        index_end = ix.entry_position(first, seq)
+        cut_data = not clean_end
+        events_cut = max(0, f.entries() - len(good))
+        indexed = 0
+        if not index_complete:  # rebuild it from the segment, atomically
+            entries = [ix.pack_entry(p.entry or ix.IndexEntry(p.seq, p.offset, p.length, crc, kind))
+                       for p, kind, crc in good]
+            indexed = sum(1 for p, _, _ in good if p.entry is None)
+            self._st.write_file(f.index_path, ix.pack_header(first) + b"".join(entries))
+        elif f.index_size > index_end:
+            self._st.truncate(f.index_path, index_end)
+        bytes_cut = 0
+        if cut_data and f.data_size > offset:
+            bytes_cut = f.data_size - offset
+            self._st.truncate(f.data_path, offset)
+        if not (events_cut or bytes_cut or indexed):
+            return seq, None
+        return seq, Recovery(self.stream, self.part, f.data_path, events_cut, bytes_cut, seq, indexed)
+
+    def _check_event(self, f: SegmentFiles, place: Place, decoder: list[SegmentDecoder]) -> tuple[int, int] | None:
+        """``(kind, crc)`` of a whole, valid event; None when it is not (its CRC fails or it does not decode)."""
+        body = f.read(place.offset, place.length)
+        if len(body) < place.length:
+            return None
+        if place.entry is not None:
+            return (place.entry.kind, place.entry.crc) if ix.checksum(body) == place.entry.crc else None
+        event = self._decode(f, place.seq, place.offset, body, decoder)
+        if event is None:
+            return None
+        return (ix.KIND_MESSAGES if isinstance(event, Messages) else ix.KIND_PROGRESS), ix.checksum(body)
+
+    def _decode(self, f: SegmentFiles, seq: int, offset: int, body: bytes,
+                decoder: list[SegmentDecoder]) -> Event | None:
+        """The event ``seq`` decoded from ``body``, or None when the bytes are not that event."""
+        try:
+            if not decoder:
+                decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0)))
+            got, event = decoder[0].decode(body)
+        except (CorruptLogError, *RAW_DECODE_ERRORS):
+            return None
+        return event if got == seq else None
+
+    def _verified_entry(self, f: SegmentFiles, seq: int, offset: int | None) -> bool:
+        """Whether the index has an entry of ``seq`` or later (at or after ``offset``) whose event verifies."""
+        for s in range(seq, f.first_seq + f.entries()):
+            e = f.entry(s)
+            if isinstance(e, ix.IndexEntry) and e.seq == s and (offset is None or e.offset >= offset):
+                body = f.read(e.offset, e.length)
+                if len(body) == e.length and ix.checksum(body) == e.crc:
+                    return True
+        return False
+
+    def _whole_after(self, f: SegmentFiles, seq: int, offset: int, decoder: list[SegmentDecoder]) -> bool:
+        """Whether a whole, valid event lies after the first bytes (at ``offset``) that are not one: an index
+        entry that verifies, or an event the container's framing finds at a later start and that decodes
+        to a later seq. Only then is the tail damage rather than torn."""
+        if self._verified_entry(f, seq, offset):
+            return True
+        if f.prefix_len is None:
+            return False
+        framing = f.framing
+        chunk = 1 << 20
+        tried = 0
+        marker = framing.suffix[:4] if framing.suffix else getattr(framing, "sync", None)
+        if not marker:
+            return False
+        pos = offset + 1
+        while pos < f.data_size and tried < _PROBE_LIMIT:
+            window = f.read(pos, chunk + len(marker) - 1)  # markers across the chunk's end are found once
+            i = window.find(marker)
+            while 0 <= i < chunk and tried < _PROBE_LIMIT:
+                at = pos + i
+                i = window.find(marker, i + 1)
+                start = at if framing.suffix else at + len(marker)  # Avro: a block starts after a sync marker
+                tried += 1
+                try:
+                    n = framing.body_length(f.read, f.data_size, start)
+                except Malformed:
+                    continue
+                if n is not None and n > 0 and self._decode_any(f, f.read(start, n), seq, decoder):
+                    return True
+            pos += chunk
+        return False
+
+    def _decode_any(self, f: SegmentFiles, body: bytes, seq: int, decoder: list[SegmentDecoder]) -> bool:
+        try:
+            if not decoder:
+                decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0)))
+            got, _ = decoder[0].decode(body)
+        except (CorruptLogError, *RAW_DECODE_ERRORS):
+            return False
+        return got >= seq
+
+    # -- appending -------------------------------------------------------------------------------------
+
+    def _open_segment(self, first_seq: int) -> None:
+        enc = self._codec.new_segment()
+        try:
+            data = self._st.create(self._path(first_seq, self._codec.file_suffix))
+        except FileExistsError:
+            raise SequenceError("a segment starting at this seq already exists (another writer?)",
+                                stream=self.stream, part=self.part, seq=first_seq,
+                                path=self._path(first_seq, self._codec.file_suffix)) from None
+        data.write(enc.prefix)
+        try:
+            index = self._st.create(self._path(first_seq, INDEX_SUFFIX))
+        except FileExistsError:
+            data.close()
+            raise SequenceError("an index for a new segment already exists (another writer?)",
+                                stream=self.stream, part=self.part, seq=first_seq,
+                                path=self._path(first_seq, INDEX_SUFFIX)) from None
+        index.write(ix.pack_header(first_seq))
+        if self._sync_mode == "fsync":
+            data.fsync()
+            index.fsync()
+            self._st.sync_dir(self._dir)
+        self._seg = _OpenSegment(first_seq, enc, data, index, len(enc.prefix))
+
+    def _close_segment(self) -> None:
+        seg = self._seg
+        if seg is None:
+            return
+        self._seg = None
+        seg.data.write(seg.encoder.suffix)
+        if self._sync_mode == "fsync":
+            seg.data.fsync()
+            seg.index.fsync()
+        # both files are closed (their bytes handed to the OS) before a next segment is created: a reader
+        # that sees the next segment and then re-reads this one sees all of it
+        seg.data.close()
+        seg.index.close()
+
+    def append(self, event: Event) -> int:
+        if self._closed:
+            raise EventLogError("writer is closed", stream=self.stream, part=self.part)
+        seq = self._next_seq
+        if self._seg is not None and self._seg.size >= self._log.segment_bytes:
+            self._close_segment()
+        if self._seg is None:
+            self._open_segment(seq)
+        seg = self._seg
+        assert seg is not None
+        body = seg.encoder.encode(seq, event)
+        kind = ix.KIND_MESSAGES if isinstance(event, Messages) else ix.KIND_PROGRESS
+        seg.data.write(body)
+        seg.index.write(ix.pack_entry(ix.IndexEntry(seq, seg.size, len(body), ix.checksum(body), kind)))
+        seg.size += len(body)
+        seg.count += 1
+        seg.dirty = True
+        self._next_seq = seq + 1
+        return seq
+
+    def sync(self) -> None:
+        seg = self._seg
+        if seg is None or self._sync_mode == "none" or not seg.dirty:
+            return
+        seg.dirty = False
+        if self._sync_mode == "fsync":
+            seg.data.fsync()  # data before index: an entry never becomes durable before its event
+            seg.index.fsync()
+        else:
+            seg.data.flush()
+            seg.index.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._close_segment()
+        finally:
+            self._st.unlock(self._lock)
+
+
+__all__ = ["FilePartWriter", "Recovery"]
