@@ -217,3 +217,22 @@ def test_damaged_header_bytes_give_the_original_or_a_typed_error(schema, data):
     except EventLogError:
         return
     assert got == original  # only whitespace-level damage can pass the checksum
+
+
+def test_file_log_refuses_an_oversized_header_without_reading_it_whole(tmp_path):
+    """A header.json of 64 MiB (peers and schema padded by a hostile writer) is refused with a typed error
+    naming the file, after reading at most the limit + 1 bytes."""
+    import pyarrow as pa
+
+    from capture import Capture
+    from eventlog import LogLimitError, open_log
+    from eventlog.limits import MAX_HEADER_BYTES
+
+    with Capture(open_log(tmp_path), "big", 0, 1, schema=pa.schema([("x", pa.int64())])) as cap:
+        cap.send(0, [{"x": 1}])
+    path = tmp_path / "big" / "header.json"
+    with open(path, "ab") as f:
+        f.write(b" " * (MAX_HEADER_BYTES + 10))
+    with pytest.raises(LogLimitError) as e:
+        open_log(tmp_path).header("big")
+    assert e.value.path and e.value.path.endswith("header.json") and e.value.stream == "big"

@@ -19,8 +19,9 @@ import os
 import pyarrow.fs as pafs
 
 from eventlog.encoding import codec_for
-from eventlog.errors import CorruptLogError, StreamNotFoundError, UnsupportedVersionError
+from eventlog.errors import CorruptLogError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
 from eventlog.header import StreamHeader, check_stream_name
+from eventlog.limits import MAX_HEADER_BYTES
 from eventlog.log import SYNC_MODES, Log, PartStats
 
 from . import index as ix
@@ -79,9 +80,12 @@ class FileLog(Log):
             return self._headers[stream]
         path = self._st.join(self._stream_dir(stream), HEADER_FILE)
         try:
-            data = self._st.read_file(path)
+            data = self._st.read_file(path, limit=MAX_HEADER_BYTES + 1)
         except FileNotFoundError:
             raise StreamNotFoundError(f"no stream {stream!r} in log {self.uri}", stream=stream) from None
+        if len(data) > MAX_HEADER_BYTES:
+            raise LogLimitError(f"stream header is larger than the format's limit of {MAX_HEADER_BYTES} bytes",
+                                stream=stream, path=path)
         header = StreamHeader.from_json(data, path=path)
         if header.stream != stream:
             raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, path=path)

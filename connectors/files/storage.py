@@ -43,7 +43,9 @@ class Storage(Protocol):
     def list_dir(self, path: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
     def make_dirs(self, path: str) -> None: ...
-    def read_file(self, path: str) -> bytes: ...
+    def read_file(self, path: str, limit: int | None = None) -> bytes:
+        """The bytes of ``path``; at most ``limit`` of them when given (the rest is not read)."""
+        ...
     def create_exclusive(self, path: str, data: bytes) -> bool: ...
     def write_file(self, path: str, data: bytes) -> None:
         """Replace (or create) ``path`` with ``data`` atomically: a crash leaves the old or the new content."""
@@ -127,9 +129,9 @@ class LocalStorage:
     def make_dirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, limit: int | None = None) -> bytes:
         with open(path, "rb") as f:
-            return f.read()
+            return f.read() if limit is None else f.read(limit)
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
@@ -271,9 +273,9 @@ class ArrowFsStorage:
     def make_dirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, limit: int | None = None) -> bytes:
         with self.fs.open_input_stream(path) as f:
-            return f.read()
+            return f.read() if limit is None else f.read(limit)
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         if self.exists(path):  # best effort: object stores offer no atomic create-if-absent here
@@ -377,9 +379,9 @@ class MemoryStorage:
         for i in range(1, len(parts) + 1):
             self._dirs.add("/".join(parts[:i]))
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, limit: int | None = None) -> bytes:
         try:
-            return bytes(self._files[path])
+            return bytes(self._files[path] if limit is None else self._files[path][:limit])
         except KeyError:
             raise FileNotFoundError(path) from None
 
