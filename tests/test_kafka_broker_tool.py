@@ -490,3 +490,11 @@ def test_kcat_lists_the_three_broker_cluster(kafka_cluster3, kcat):
     [t] = md["topics"]
     assert t["topic"] == topic and len(t["partitions"]) == 2
     assert all(sorted(r["id"] for r in p["replicas"]) == [1, 2, 3] for p in t["partitions"])
+
+
+def test_cluster_ids_never_look_like_options():
+    """1 in 64 URL-safe base64 ids starts with '-', which Kafka's storage tool took for an option (a start
+    failed that way in CI)."""
+    ids = [broker_cluster.new_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)

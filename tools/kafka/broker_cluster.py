@@ -102,8 +102,12 @@ def load_layout(data: str) -> Layout | None:
 
 
 def new_cluster_id() -> str:
-    """A random KRaft cluster id (a UUID in URL-safe base64, 22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random KRaft cluster id (a UUID in URL-safe base64, 22 characters) that does not start with ``-``:
+    Kafka's storage tool would take such an id for an option (as Kafka's own Uuid.randomUuid avoids)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 @contextlib.contextmanager
