@@ -601,3 +601,14 @@ def test_progress_events_survive_fencing(kafka_uri):
     cap.abort()
     with pytest.raises(WriterFencedError):
         w.sync()
+
+
+def test_a_refused_create_leaves_no_topic(kafka_uri, kafka_bootstrap):
+    """A schema the Avro encoding cannot store (uint64) is refused before the topic is created."""
+    from eventlog import SchemaMismatchError
+
+    log = open_log(kafka_uri)
+    with pytest.raises(SchemaMismatchError):
+        Capture(log, "refused", 0, 1, schema=pa.schema([("u", pa.uint64())]), encoding="avro")
+    topic = log.target.topic("refused")
+    assert topic not in AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics

@@ -192,6 +192,7 @@ class KafkaLog(Log):
         self._check_partition_count(header, topic, self.partitions(topic))
 
     def create_stream(self, header: StreamHeader) -> StreamHeader:
+        codec_for(header)  # a schema the encoding cannot store is refused before a topic exists
         topic = self.target.topic(header.stream)
         rf = self.replication_factor if self.replication_factor is not None else -1
         futures = self._admin.create_topics([NewTopic(topic, num_partitions=header.peers, replication_factor=rf)],
