@@ -53,10 +53,10 @@ def _check(result, items: int, rows: int) -> None:
         assert s["writer_peak_unacked"] <= CHANNEL + CAPACITY + payload, s
     total = sum(s["bytes_sent"] for s in src)
     assert total > 20 * CAPACITY          # far more data flowed than the bound
-    # the slow sink held the sources back: until their input was all written they spent most of the time
-    # blocked on full rings (afterwards they only wait for the sink to commit the rest, which it does an
-    # epoch later than the checkpoint covering it)
-    assert sum(s["writer_blocked_s"] for s in src) > 0.5 * sum(s["finished_after_s"] for s in src), src
+    # the slow sink held the sources back: until their input was all written they spent a large part of the
+    # time blocked on full rings (without backpressure they never block; on a loaded machine the share seen
+    # was 0.43-0.9, so the bound leaves room for the load without letting "no backpressure" pass)
+    assert sum(s["writer_blocked_s"] for s in src) > 0.3 * sum(s["finished_after_s"] for s in src), src
 
 
 def test_slow_sink_bounds_writer_memory(tmp_path):
