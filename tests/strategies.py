@@ -138,3 +138,14 @@ def expected_events(steps: list[Step], time_type: TimeType) -> list:
             out.append(Progress(cb.consolidated()))
         frontier = new
     return out
+
+
+def avro_long(n: int) -> bytes:
+    """An Avro long (zigzag varint), for tests that build Avro bytes by hand."""
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | 0x80 if n else b)
+        if not n:
+            return bytes(out)

@@ -21,6 +21,7 @@ from eventlog import CorruptLogError, EventLogError, Messages, Progress, SchemaM
 from eventlog.encoding import codec_for
 
 from .strategies import batches, schemas
+from tests.strategies import avro_long as _zz
 
 D = decimal.Decimal
 
@@ -218,14 +219,6 @@ def test_avro_scan_counts_what_the_encoder_counts(schema, time, data):
 
 
 
-def _zz(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | 0x80 if n else b)
-        if not n:
-            return bytes(out)
 
 
 def _avro_block(codec, datum: bytes) -> bytes:  # noqa: ANN001

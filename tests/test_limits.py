@@ -21,17 +21,9 @@ from eventlog.encoding.zstd_frame import bounded_decompress, frame_bounds
 from eventlog.errors import InvalidTimeError, LimitError, LogLimitError
 from eventlog.header import header_checksum
 from eventlog.time import TimeType
+from tests.strategies import avro_long as _zz
 
 
-def _zz(n: int) -> bytes:
-    """An Avro long (zigzag varint)."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | 0x80 if n else b)
-        if not n:
-            return bytes(out)
 
 
 def _avro_body(codec, datum: bytes, *, content_size: bool = True) -> bytes:

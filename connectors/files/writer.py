@@ -243,16 +243,21 @@ class FilePartWriter(PartWriter):
             return None
         return (ix.KIND_MESSAGES if isinstance(event, Messages) else ix.KIND_PROGRESS), ix.checksum(body)
 
-    def _decode(self, f: SegmentFiles, seq: int, offset: int, body: bytes,
-                decoder: list[SegmentDecoder]) -> Event | None:
-        """The event ``seq`` decoded from ``body``, or None when the bytes are not that event."""
+    def _try_decode(self, f: SegmentFiles, body: bytes, decoder: list[SegmentDecoder]) -> tuple[int, Event] | None:
+        """``(seq, event)`` decoded from ``body`` (the segment's decoder made once, kept in ``decoder``), or None
+        when the bytes do not decode."""
         try:
             if not decoder:
                 decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0)))
-            got, event = decoder[0].decode(body)
+            return decoder[0].decode(body)
         except (CorruptLogError, *RAW_DECODE_ERRORS):
             return None
-        return event if got == seq else None
+
+    def _decode(self, f: SegmentFiles, seq: int, offset: int, body: bytes,
+                decoder: list[SegmentDecoder]) -> Event | None:
+        """The event ``seq`` decoded from ``body``, or None when the bytes are not that event."""
+        got = self._try_decode(f, body, decoder)
+        return got[1] if got is not None and got[0] == seq else None
 
     def _verified_entry(self, f: SegmentFiles, seq: int, offset: int | None) -> bool:
         """Whether the index has an entry of ``seq`` or later (at or after ``offset``) whose event verifies."""
@@ -297,13 +302,8 @@ class FilePartWriter(PartWriter):
         return False
 
     def _decode_any(self, f: SegmentFiles, body: bytes, seq: int, decoder: list[SegmentDecoder]) -> bool:
-        try:
-            if not decoder:
-                decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0)))
-            got, _ = decoder[0].decode(body)
-        except (CorruptLogError, *RAW_DECODE_ERRORS):
-            return False
-        return got >= seq
+        got = self._try_decode(f, body, decoder)
+        return got is not None and got[0] >= seq
 
     # -- appending -------------------------------------------------------------------------------------
 
