@@ -26,8 +26,11 @@ from .errors import (
 from .limits import MAX_HEADER_BYTES, MAX_PEERS, MAX_SCHEMA_DEPTH, MAX_SCHEMA_FIELDS, check_limit
 from .time import TimeType
 
-FORMAT_VERSION: tuple[int, int] = (1, 1)
+FORMAT_VERSION: tuple[int, int] = (2, 0)
 """The format version this code writes: ``(major, minor)``. See schemas/FORMAT.md, "Version rules"."""
+
+READABLE_MAJORS: tuple[int, ...] = (1, 2)
+"""The major versions this code reads. It appends only to streams of ``FORMAT_VERSION``'s major version."""
 
 CHECKSUM_SINCE: tuple[int, int] = (1, 1)
 """Headers of this format version or newer must carry a ``checksum`` (FORMAT.md section 2)."""
@@ -191,7 +194,14 @@ class StreamHeader:
             )
 
     def check_writable(self) -> None:
-        """Raise UnsupportedVersionError if this code may read but not append to the stream (newer minor)."""
+        """Raise UnsupportedVersionError if this code may read but not append to the stream: an older major
+        version (its writers kept other promises; ``replay copy`` upgrades it) or a newer minor one."""
+        if self.version[0] < FORMAT_VERSION[0]:
+            raise UnsupportedVersionError(
+                f"stream was written with format {self.version[0]}.{self.version[1]}; this eventlog reads it but "
+                f"appends only to format {FORMAT_VERSION[0]}.x streams (upgrade a copy with `replay copy SRC DST`)",
+                stream=self.stream,
+            )
         if self.version > FORMAT_VERSION:
             raise UnsupportedVersionError(
                 f"stream was written with format {self.version[0]}.{self.version[1]}; this eventlog writes "
@@ -234,9 +244,10 @@ def _parse(data: bytes, path: str | None) -> StreamHeader:  # noqa: C901 - one c
     if not m:
         raise corrupt(f"field 'version' is not a 'MAJOR.MINOR' string: {str(version)[:40]!r}")
     major, minor = int(m.group(1)), int(m.group(2))
-    if major != FORMAT_VERSION[0]:
+    if major not in READABLE_MAJORS:
+        readable = ", ".join(f"{m}.x" for m in READABLE_MAJORS)
         raise UnsupportedVersionError(
-            f"stream header has format version {major}.{minor}; this eventlog reads {FORMAT_VERSION[0]}.x", **where
+            f"stream header has format version {major}.{minor}; this eventlog reads {readable}", **where
         )
     checksum = doc.get("checksum")
     if checksum is None:

@@ -84,6 +84,12 @@ class PartReader(abc.ABC):
     """Set when the last iteration stopped before bytes that are there but not whole (a torn tail):
     what and where. None when it stopped at the clean end of the part."""
 
+    epoch: int = 0
+    """The writer epoch of the last event yielded: each incarnation of a part's writer (each open) writes
+    with an epoch higher than every earlier one (FORMAT.md §1.1). 0 where the log records no epochs (format
+    1.x file logs). Readers use a change of epoch to void the messages a crashed writer left at times its part
+    had not completed (``replay.committed``)."""
+
     @property
     @abc.abstractmethod
     def next_seq(self) -> int:

@@ -32,10 +32,10 @@ def _sealed(doc: dict) -> bytes:
     return json.dumps(doc).encode()
 
 
-def test_writes_version_1_1_with_a_checksum_of_its_canonical_form():
+def test_writes_version_2_0_with_a_checksum_of_its_canonical_form():
     h = StreamHeader("s", 3, SCHEMA, "product:2", "avro")
     doc = _doc(h)
-    assert FORMAT_VERSION == (1, 1) and doc["version"] == "1.1"
+    assert FORMAT_VERSION == (2, 0) and doc["version"] == "2.0"
     rest = {k: v for k, v in doc.items() if k != "checksum"}
     canon = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     assert canonical_json(doc) == canon
@@ -147,10 +147,14 @@ def test_every_field_is_type_and_range_checked(field, value):
 
 def test_a_newer_major_version_is_unsupported_not_corrupt():
     doc = _doc(StreamHeader("s", 2, SCHEMA))
-    doc["version"] = "2.0"
-    with pytest.raises(UnsupportedVersionError, match="2.0"):
+    doc["version"] = "3.0"
+    with pytest.raises(UnsupportedVersionError, match="3.0"):
         StreamHeader.from_json(_sealed(doc))
-    doc["version"] = "1.9"  # a newer minor is read (and refused for appending)
+    doc["version"] = "1.1"  # an older major is read, and refused for appending
+    h = StreamHeader.from_json(_sealed(doc))
+    with pytest.raises(UnsupportedVersionError, match="replay copy"):
+        h.check_writable()
+    doc["version"] = "2.9"  # a newer minor is read (and refused for appending)
     h = StreamHeader.from_json(_sealed(doc))
     with pytest.raises(UnsupportedVersionError):
         h.check_writable()
