@@ -33,7 +33,7 @@ def make_part(root: str, encoding: str, times: int = 6, segment_bytes: int | Non
               finish: bool = True) -> list[Any]:
     """Capture ``times`` times into stream "s" part 0 (finishing the part); return the entries as written
     (read back)."""
-    seg = segment_bytes or {"arrow": 700, "avro": 1500}[encoding]
+    seg = segment_bytes or {"arrow": 900, "avro": 1500}[encoding]
     log = FileLog(root, segment_bytes=seg)
     cap = Capture(log, "s", 0, 1, schema=SCHEMA, encoding=encoding)
     for t in range(times):

@@ -17,11 +17,12 @@ import fastavro.schema
 import pyarrow as pa
 import zstandard
 
-from eventlog.encoding import SegmentDecoder, codec_for
+from eventlog.encoding import EventCodec, SegmentDecoder, codec_for
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartReader
+from eventlog.writer_mark import WriterMark, mark_of
 
 from . import index as ix
 from .framing import Malformed
@@ -56,6 +57,16 @@ def io_error(e: OSError, **where: object) -> EventLogError:
     return EventLogError(reason, path=e.filename, **where)  # type: ignore[arg-type]
 
 
+def segment_mark(codec: EventCodec, prefix: "bytes | memoryview | pa.Buffer", **where: object) -> WriterMark:
+    """The writer mark (epoch and id) a segment's prefix carries; epoch 0 for segments without one (format
+    1.x). Damage raises CorruptLogError naming ``where``."""
+    try:
+        meta = codec.segment_metadata(memoryview(prefix) if isinstance(prefix, pa.Buffer) else prefix)
+    except CorruptLogError as e:
+        raise relocate(e, offset=0, **where) from None
+    return mark_of(meta, what="segment metadata", offset=0, **where)  # type: ignore[arg-type]
+
+
 class _Cursor:
     """Reading position inside one segment."""
 
@@ -70,6 +81,8 @@ class _Cursor:
         """The next segment exists and the files were reopened since: the segment is finished."""
         self.mapped: pa.Buffer | None = None
         self.decoder: SegmentDecoder | None = None
+        self.epoch: int | None = None
+        """The writer epoch of the segment (read with its prefix)."""
 
     def reopen(self, *, forget_prefix: bool = False) -> None:
         self.mapped = None
@@ -97,6 +110,8 @@ class FilePartReader(PartReader):
         self._progress_only = progress_only
         self._cur: _Cursor | None = None
         self._known: list[int] = []
+        self._prev_epoch: tuple[int, str] | None = None  # (epoch, path) of the last segment read
+        self.epoch = 0
 
     @property
     def next_seq(self) -> int:
@@ -162,6 +177,7 @@ class FilePartReader(PartReader):
                     return
                 cur.offset = None
                 cur.decoder = None
+                cur.epoch = None
             yield from self._read(cur)
             if not cur.sealed:
                 if self._segment_after(cur.first_seq) is None:
@@ -202,6 +218,8 @@ class FilePartReader(PartReader):
                     raise f.error("finished segment ends inside its prefix", offset=0)
                 return
             cur.offset = prefix
+            if cur.epoch is None:
+                cur.epoch = self._segment_epoch(cur, prefix)
         while True:
             try:
                 step = f.next_place(cur.seq, cur.offset)
@@ -222,8 +240,20 @@ class FilePartReader(PartReader):
             if step.seq >= self._next:
                 self._next = step.seq + 1
             if entry is not None:
+                self.epoch = cur.epoch or 0
                 yield entry
         self._at_stop(cur, step)
+
+    def _segment_epoch(self, cur: _Cursor, prefix_len: int) -> int:
+        """The segment's writer epoch, checked against the segment read before it (epochs never decrease)."""
+        f = cur.files
+        epoch = segment_mark(self._codec, f.read(0, prefix_len), stream=self.stream, part=self.part,
+                             path=f.data_path).epoch
+        if self._prev_epoch is not None and epoch < self._prev_epoch[0]:
+            raise f.error(f"segment has writer epoch {epoch}, lower than epoch {self._prev_epoch[0]} of the segment "
+                          f"before it ({self._prev_epoch[1]}): two writer histories are interleaved", offset=0)
+        self._prev_epoch = (epoch, f.data_path)
+        return epoch
 
     def _at_stop(self, cur: _Cursor, stop: Stop) -> None:
         f = cur.files

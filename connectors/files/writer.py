@@ -20,11 +20,12 @@ from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartWriter
+from eventlog.writer_mark import EPOCH_KEY, WRITER_KEY, WriterMark
 
 from . import index as ix
 from .framing import Malformed
 from .layout import INDEX_SUFFIX, LOCK_FILE, list_firsts, segment_name
-from .reader import RAW_DECODE_ERRORS, io_error
+from .reader import RAW_DECODE_ERRORS, io_error, segment_mark
 from .segment import Place, SegmentFiles, Stop
 from .storage import AppendFile, Storage
 
@@ -92,6 +93,33 @@ class FilePartWriter(PartWriter):
             raise
         if self.recovery is not None:
             log.recoveries.append(self.recovery)
+        try:
+            self.mark: WriterMark = WriterMark.new(self._newest_epoch() + 1)
+            """This incarnation's writer epoch and id, stored in the metadata of every segment it creates."""
+        except BaseException:
+            self._st.unlock(self._lock)
+            raise
+
+    def _newest_epoch(self) -> int:
+        """The epoch of the part's newest segment (epochs never decrease, so the highest); 0 for none."""
+        segs = list_firsts(self._st, self._dir, self._codec.file_suffix)
+        if not segs:
+            return 0
+        f = self._files(segs[-1])
+        try:
+            f.refresh()
+            try:
+                end = f.prefix()
+            except Malformed as m:
+                raise f.error(f"damaged segment prefix: {m.reason}", offset=m.offset) from None
+            if end is None:
+                raise f.error("segment ends inside its prefix", offset=0)
+            return segment_mark(self._codec, f.read(0, end), stream=self.stream, part=self.part,
+                                path=f.data_path).epoch
+        except OSError as e:
+            raise io_error(e, stream=self.stream, part=self.part) from None
+        finally:
+            f.close()
 
     @property
     def next_seq(self) -> int:
@@ -157,6 +185,10 @@ class FilePartWriter(PartWriter):
             _log.warning("stream %r part %d: rebuilt the index of %s: %d whole event(s) it did not list were added",
                          self.stream, self.part, rec.path, rec.events_indexed)
 
+    def _max_prefix(self) -> int:
+        """The longest prefix a writer creates (its metadata at their longest)."""
+        return len(self._codec.new_segment({EPOCH_KEY: b"9" * 19, WRITER_KEY: b"w" * 64}).prefix)
+
     def _recover_segment(self, first: int) -> tuple[int | None, Recovery | None]:
         """Repair the newest segment: ``(next_seq, what was repaired or None)``, or ``(None, Recovery)``
         when it holds no whole event and is to be removed."""
@@ -173,7 +205,7 @@ class FilePartWriter(PartWriter):
             prefix = f.prefix()
         except Malformed as m:
             # a crash may leave a new segment's prefix short or zero-filled; anything larger is damage
-            if f.data_size <= len(self._codec.new_segment().prefix) and not self._verified_entry(f, first, None):
+            if f.data_size <= self._max_prefix() and not self._verified_entry(f, first, None):
                 prefix = None
             else:
                 raise f.error(f"damaged segment prefix: {m.reason}", offset=m.offset) from None
@@ -308,7 +340,7 @@ class FilePartWriter(PartWriter):
     # -- appending -------------------------------------------------------------------------------------
 
     def _open_segment(self, first_seq: int) -> None:
-        enc = self._codec.new_segment()
+        enc = self._codec.new_segment(dict(self.mark.items()))
         try:
             data = self._st.create(self._path(first_seq, self._codec.file_suffix))
         except FileExistsError:

@@ -8,7 +8,7 @@ container that third-party readers open; prefix + any run of whole bodies is one
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Mapping, Protocol
 
 import pyarrow as pa
 
@@ -51,8 +51,13 @@ class EventCodec(Protocol):
     file_suffix: str
     """File name extension of segments (``.arrows``, ``.avro``)."""
 
-    def new_segment(self) -> SegmentEncoder:
-        """An encoder for a new segment."""
+    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None) -> SegmentEncoder:
+        """An encoder for a new segment whose prefix carries ``metadata`` (key/value pairs such as the
+        writer's epoch, FORMAT.md §3) where the container keeps metadata."""
+        ...
+
+    def segment_metadata(self, prefix: memoryview | bytes) -> dict[bytes, bytes]:
+        """The key/value metadata a segment's ``prefix`` carries; damage raises CorruptLogError."""
         ...
 
     def segment_decoder(self, prefix: memoryview | bytes) -> SegmentDecoder:

@@ -9,6 +9,7 @@ described in the batch's custom metadata: ``eventlog.seq``, ``eventlog.kind`` (`
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -45,15 +46,18 @@ class _BodyWriter:
 
 
 class _ArrowSegmentEncoder:
-    def __init__(self, codec: "ArrowCodec") -> None:
+    def __init__(self, codec: "ArrowCodec", metadata: "Mapping[str, bytes] | None" = None) -> None:
         self._codec = codec
-        self.prefix = codec.prefix
-        self.suffix = _EOS
         schema = codec.header.schema
-        self._messages = _BodyWriter(schema, codec.prefix, codec.write_options)
+        self.prefix = codec.prefix
+        if metadata:  # segment metadata (the writer's epoch) rides in the schema message's custom metadata
+            schema = schema.with_metadata({**(schema.metadata or {}), **{k.encode(): v for k, v in metadata.items()}})
+            self.prefix = schema.serialize().to_pybytes()
+        self.suffix = _EOS
+        self._messages = _BodyWriter(schema, self.prefix, codec.write_options)
         # Progress events are empty batches: compressing them costs a trip through pyarrow's thread pool
         # per event and saves nothing. IPC compression is per message, so the stream stays standard.
-        self._progress = _BodyWriter(schema, codec.prefix, ipc.IpcWriteOptions())
+        self._progress = _BodyWriter(schema, self.prefix, ipc.IpcWriteOptions())
 
     def encode(self, seq: int, event: Event) -> bytes:
         """One record-batch message holding ``event``; an event over the format's limits raises LimitError
@@ -81,6 +85,7 @@ class _ArrowSegmentDecoder:
     def __init__(self, codec: "ArrowCodec", prefix: bytes) -> None:
         self._codec = codec
         self._prefix = prefix
+        self._strip_metadata = prefix is not codec.prefix and prefix != codec.prefix
         self._segment: pa.Buffer | None = None
         self._source: pa.BufferReader | None = None
         self._reader: ipc.RecordBatchStreamReader | None = None
@@ -135,6 +140,8 @@ class _ArrowSegmentDecoder:
             if batch.num_rows == 0:
                 raise ValueError("messages event without records")
             batch.validate(full=True)  # offsets, lengths and UTF-8 of every array: nothing unsafe leaves here
+            if self._strip_metadata:  # the segment's own metadata (writer epoch) is not the records'
+                batch = batch.replace_schema_metadata(self._codec.header.schema.metadata)
             return seq, Messages(check(_tuples(_json(meta[_TIME]))), batch)
         if kind == b"progress":
             if batch.num_rows != 0:
@@ -199,8 +206,20 @@ class ArrowCodec:
             raise SchemaMismatchError(f"the arrow encoding cannot store this schema: {e}",
                                       stream=header.stream) from None
 
-    def new_segment(self) -> _ArrowSegmentEncoder:
-        return _ArrowSegmentEncoder(self)
+    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None) -> _ArrowSegmentEncoder:
+        return _ArrowSegmentEncoder(self, metadata)
+
+    def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
+        """The key/value metadata a segment's prefix carries (its schema message's custom metadata)."""
+        return dict(self._read_schema(prefix).metadata or {})
+
+    @staticmethod
+    def _read_schema(prefix) -> pa.Schema:  # noqa: ANN001
+        try:
+            return ipc.read_schema(pa.py_buffer(bytes(prefix)))
+        except (pa.ArrowException, OSError, ValueError) as e:  # pyarrow raises OSError for a bad flatbuffer
+            raise CorruptLogError(f"segment does not start with an Arrow IPC schema: {type(e).__name__}: "
+                                  f"{str(e)[:300]}") from None
 
     def standalone_encoder(self) -> _ArrowSegmentEncoder:
         return _ArrowSegmentEncoder(self)  # the prefix is the schema message: the header rebuilds it
@@ -210,11 +229,7 @@ class ArrowCodec:
 
     def segment_decoder(self, prefix) -> _ArrowSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
-        try:
-            schema = ipc.read_schema(pa.py_buffer(prefix))
-        except (pa.ArrowException, OSError, ValueError) as e:  # pyarrow raises OSError for a bad flatbuffer
-            raise CorruptLogError(f"segment does not start with an Arrow IPC schema: {type(e).__name__}: "
-                                  f"{str(e)[:300]}") from None
+        schema = self._read_schema(prefix)
         if not schema.equals(self.header.schema, check_metadata=False):
             raise CorruptLogError(f"segment schema does not match the stream header:\n{schema}")
         return _ArrowSegmentDecoder(self, prefix)

@@ -12,7 +12,7 @@ import io
 import json
 import struct
 from importlib import resources
-from typing import Any
+from typing import Any, Mapping
 
 import fastavro
 import pyarrow as pa
@@ -82,12 +82,14 @@ def _cast_columns(batch: pa.RecordBatch, schema: pa.Schema, columns: list[int]) 
 
 
 class _AvroSegmentEncoder:
-    def __init__(self, codec: "AvroCodec", sync_marker: bytes | None = None) -> None:
+    def __init__(self, codec: "AvroCodec", sync_marker: bytes | None = None,
+                 metadata: "Mapping[str, bytes] | None" = None) -> None:
         self._codec = codec
         self._sink = DrainSink()
+        meta = {"eventlog.stream": codec.header.stream}
+        meta.update({k: v.decode("ascii") for k, v in (metadata or {}).items()})
         self._writer = fastavro.write.Writer(
-            self._sink, codec.parsed, codec="zstandard", metadata={"eventlog.stream": codec.header.stream},
-            sync_marker=sync_marker,
+            self._sink, codec.parsed, codec="zstandard", metadata=meta, sync_marker=sync_marker,
         )
         self.prefix = self._sink.drain()
         self.suffix = b""
@@ -229,8 +231,18 @@ class AvroCodec:
         self.cast_columns = [i for i, (a, b) in enumerate(zip(self.raw_schema, header.schema)) if not a.type.equals(b.type)]
         """Columns whose Arrow type differs from the integer storage type Avro holds."""
 
-    def new_segment(self) -> _AvroSegmentEncoder:
-        return _AvroSegmentEncoder(self)
+    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None) -> _AvroSegmentEncoder:
+        return _AvroSegmentEncoder(self, metadata=metadata)
+
+    def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
+        """The key/value metadata of a segment's Avro container header (without the ``avro.`` keys)."""
+        try:
+            meta = fastavro.reader(io.BytesIO(bytes(prefix))).metadata
+        except Exception as e:  # noqa: BLE001 - whatever fastavro raises on damaged bytes
+            raise CorruptLogError(f"segment does not start with an Avro container header: {type(e).__name__}: "
+                                  f"{str(e)[:300]}") from None
+        return {k.encode("utf-8", "surrogateescape"): (v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape"))
+                for k, v in meta.items() if not k.startswith("avro.")}
 
     def _standalone_sync(self) -> bytes:
         """The sync marker of standalone bodies: fixed per stream, so no prefix needs storing."""
