@@ -34,6 +34,7 @@ from eventlog.events import Entry, Event, Messages, Progress
 from eventlog.log import Log, PartReader, open_log
 from eventlog.time import Time, less_equal
 
+from .committed import CommittedPart, check_isolation
 from .keyhash import Key, worker_of
 from .rules import PartProgress
 
@@ -41,32 +42,60 @@ MODES = ("assign", "repartition")
 
 
 class _Part:
-    """Reading state of one source part."""
+    """Reading state of one source part: its reader, the committed-read filter, and the entries released
+    and not yet taken."""
 
-    __slots__ = ("index", "reader", "it", "buffer", "rules", "last_seq", "taken")
+    __slots__ = ("index", "reader", "it", "buffer", "rules", "committed", "raw_last", "taken", "duplicates",
+                 "stream")
 
-    def __init__(self, index: int, reader: PartReader, minimum: Time, stream: str) -> None:
+    def __init__(self, index: int, reader: PartReader, minimum: Time, stream: str, committed: bool) -> None:
         self.index = index
+        self.stream = stream
         self.reader = reader
         self.it: Iterator[Entry] | None = None
         self.buffer: collections.deque[Entry] = collections.deque()
         self.rules = PartProgress(minimum, stream=stream, part=index)
-        self.last_seq = reader.next_seq - 1
+        """The part's progress as released (what the consumer saw)."""
+        self.committed = CommittedPart(minimum, stream=stream, part=index) if committed else None
+        self.raw_last = reader.next_seq - 1
         self.taken = 0
+        self.duplicates = 0
 
-    def fill(self, limit: int) -> bool:
-        """Pull up to ``limit`` available events into the buffer; True if any arrived."""
+    def fill(self, limit: int) -> int:
+        """Read until ``limit`` entries are released (or the part has nothing more now); returns the raw
+        entries read. Duplicates (a sequence id already read) are dropped; a gap raises SequenceError."""
         got = 0
-        while got < limit:
+        while len(self.buffer) < limit:
             if self.it is None:
                 self.it = iter(self.reader)
             try:
-                self.buffer.append(next(self.it))
-                got += 1
+                entry = next(self.it)
             except StopIteration:
                 self.it = None  # the next fill polls the part again
                 break
-        return got > 0
+            got += 1
+            if entry.seq <= self.raw_last:
+                self.duplicates += 1
+                continue
+            if entry.seq != self.raw_last + 1:
+                raise SequenceError(
+                    f"gap in sequence ids: expected {self.raw_last + 1}, got {entry.seq}",
+                    stream=self.stream, part=self.index, seq=entry.seq,
+                )
+            self.raw_last = entry.seq
+            if self.committed is None:
+                self.buffer.append(entry)
+            else:
+                self.buffer.extend(self.committed.push(entry, self.reader.epoch))
+        return got
+
+    @property
+    def position(self) -> int:
+        """The sequence id of the first entry not yet taken (released or held), or after the last read."""
+        if self.buffer:
+            return self.buffer[0].seq
+        held = self.committed.first_held if self.committed is not None else None
+        return held if held is not None else self.raw_last + 1
 
 
 def order_key(event: Event, minimum: Time) -> Time:
@@ -84,7 +113,10 @@ class Replayer:
     to the sequence id to resume from (``position`` of an earlier replayer); ``follow=True`` keeps polling a
     live log until every tracked part is finished (or every time before ``until`` is complete), waiting for
     the stream to be created if it does not exist yet, and raising ``TimeoutError`` after ``timeout``
-    seconds without a new event.
+    seconds without a new event. ``isolation="committed"`` (the default) delivers, for every time of a part,
+    the records of one writer incarnation: messages a crashed writer left at times its part had not completed
+    are void, and a part's messages wait until a later Progress event of the part passes their time
+    (``replay.committed``, FORMAT.md §1.1); ``"uncommitted"`` delivers every event as it is read.
     """
 
     def __init__(
@@ -103,6 +135,7 @@ class Replayer:
         poll_interval: float = 0.05,
         timeout: float | None = None,
         read_ahead: int = 2,
+        isolation: str = "committed",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -112,6 +145,7 @@ class Replayer:
             raise ValueError(f"peers must be a positive int, got {peers!r}")
         if not 0 <= worker < peers:
             raise ValueError(f"worker {worker} out of range for peers={peers}")
+        self.isolation = check_isolation(isolation)
         self.log = log if isinstance(log, Log) else open_log(log)
         self.stream = stream
         self.header = self._await_header(follow, poll_interval, timeout)
@@ -130,16 +164,14 @@ class Replayer:
         self._parts: dict[int, _Part] = {}
         for i in owned:
             s = start.get(i, 1)
-            part = _Part(i, self.log.reader(stream, i, start=s), tt.minimum, stream)
+            part = _Part(i, self.log.reader(stream, i, start=s), tt.minimum, stream, isolation == "committed")
             if s > 1:
                 self._restore(part, s)
             self._parts[i] = part
         self._heap: list[tuple[Time, int, int]] = []
         self._in_heap: set[int] = set()
-        self.duplicates = 0
-        """Events dropped because their sequence id was already seen."""
         self.events_read = 0
-        """Events taken from the parts (duplicates excluded)."""
+        """Events taken from the parts (duplicates and void events excluded)."""
 
     def _await_header(self, follow: bool, poll_interval: float, timeout: float | None) -> StreamHeader:
         """The stream's header; a following replayer waits for a stream that does not exist yet."""
@@ -160,6 +192,8 @@ class Replayer:
                 if entry.seq >= start:
                     break
                 part.rules.progress(entry.seq, entry.event.updates)  # type: ignore[union-attr]
+                if part.committed is not None:
+                    part.committed.restore(entry.event.updates, entry.seq)  # type: ignore[union-attr]
                 self._frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
 
     # -- state -----------------------------------------------------------------------------------------
@@ -181,9 +215,27 @@ class Replayer:
 
     @property
     def position(self) -> dict[int, int]:
-        """Per part, the sequence id after the last event yielded (pass as ``start=`` to a later replayer
-        to continue iterating events where this one stopped)."""
-        return {i: p.last_seq + 1 for i, p in self._parts.items()}
+        """Per part, the sequence id to continue from (pass as ``start=`` to a later replayer to continue
+        iterating events where this one stopped): after the last event yielded, or, reading committed, at
+        the first event held back (so the later replayer reads the held events again)."""
+        return {i: p.position for i, p in self._parts.items()}
+
+    @property
+    def duplicates(self) -> int:
+        """Events dropped because their sequence id was already read."""
+        return sum(p.duplicates for p in self._parts.values())
+
+    @property
+    def voided(self) -> int:
+        """Messages events dropped as void (reading committed): a writer incarnation left them at times its
+        part had not completed, and the next incarnation re-sent those times (FORMAT.md §1.1)."""
+        return sum(p.committed.voided for p in self._parts.values() if p.committed is not None)
+
+    def held(self) -> dict[int, str]:
+        """Per part that holds events back (reading committed: uncommitted messages of a live part or of a
+        writer that stopped mid-time), one line saying how many and at which times."""
+        return {i: p.committed.describe_held() for i, p in self._parts.items()
+                if p.committed is not None and p.committed.held}
 
     def is_done(self) -> bool:
         """True when nothing more can arrive: every part finished, or every time before ``until`` complete."""
@@ -257,15 +309,6 @@ class Replayer:
                 continue
             idle_since = _time.monotonic()
             part, entry = taken
-            if entry.seq <= part.last_seq:
-                self.duplicates += 1
-                continue
-            if entry.seq != part.last_seq + 1:
-                raise SequenceError(
-                    f"gap in sequence ids: expected {part.last_seq + 1}, got {entry.seq}",
-                    stream=self.stream, part=part.index, seq=entry.seq,
-                )
-            part.last_seq = entry.seq
             self.events_read += 1
             ev = entry.event
             if isinstance(ev, Messages):
