@@ -81,6 +81,11 @@ class CommittedPart:
         return sorted({e.event.time for e in self._held if isinstance(e.event, Messages)
                        and self._raw.less_equal(e.event.time)})
 
+    def held_committed_times(self) -> list[Time]:
+        """The times of committed Messages events held back behind an uncommitted one, sorted."""
+        return sorted({e.event.time for e in self._held if isinstance(e.event, Messages)
+                       and not self._raw.less_equal(e.event.time)})
+
     def push(self, entry: Entry, epoch: int) -> list[Entry]:
         """Take the part's next entry (``epoch``: its writer epoch); return the entries released now."""
         out: list[Entry] = []

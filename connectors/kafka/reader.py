@@ -233,7 +233,8 @@ class KafkaPartReader(PartReader):
                                   stream=self.stream, part=self.part, offset=offset)
         if b.count == 0:
             return
-        self._history.check(rec.mark(self.stream, self.part), b.first_id, b.last_id, offset)
+        mark = rec.mark(self.stream, self.part)
+        self._history.check(mark, b.first_id, b.last_id, offset)
         ids, types = b.ids.tolist(), b.types.tolist()
         for i, (seq, kind) in enumerate(zip(ids, types)):
             if seq < self._next:
@@ -256,6 +257,7 @@ class KafkaPartReader(PartReader):
             if got != seq:
                 raise CorruptLogError(f"event carries seq {got}, its bundle says {seq}",
                                       stream=self.stream, part=self.part, seq=seq, offset=offset)
+            self.epoch = mark.epoch
             yield Entry(seq, event)
 
     def close(self) -> None:

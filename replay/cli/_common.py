@@ -426,3 +426,12 @@ def total_bytes(sizes: "Iterable[int | None]") -> int | None:
 def print_json(doc: Any) -> None:
     """Write one JSON document to stdout."""
     click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def uncommitted_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--uncommitted``: show every event as read (FORMAT.md §1.1), passed as ``isolation``."""
+    return click.option(
+        "--uncommitted", "isolation", flag_value="uncommitted", default="committed",
+        help="Show every event as read, including messages not (yet) committed: those at times their part has "
+             "not completed, and those a crashed writer left that a restarted one replaced (default: committed "
+             "reads, FORMAT.md §1.1).")(f)

@@ -16,6 +16,7 @@ from eventlog.events import Entry, Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartReader, PartStats
 from eventlog.time import Time
+from replay.committed import CommittedPart, check_isolation
 from replay.replayer import order_key
 from replay.rules import PartProgress
 
@@ -26,7 +27,12 @@ class PartCursor:
     the Progress events before it. ``progress_only`` skips Messages events without decoding them.
 
     Every event applied is checked against timely's progress rules (``replay.rules``): a broken rule raises
-    ``ProgressError`` naming the stream, part and sequence id (``replay verify`` reports them all)."""
+    ``ProgressError`` naming the stream, part and sequence id (``replay verify`` reports them all).
+
+    ``isolation="committed"`` (the default) yields the part's committed view (``replay.committed``,
+    FORMAT.md §1.1): messages wait until a later Progress event passes their time, and those a crashed writer
+    left at times it had not completed are dropped once a newer incarnation writes. ``progress_only`` cursors
+    and ``isolation="uncommitted"`` yield every event as read."""
 
     def __init__(
         self,
@@ -37,6 +43,7 @@ class PartCursor:
         start: int | None = None,
         end: int | None = None,
         progress_only: bool = False,
+        isolation: str = "committed",
     ) -> None:
         self.header = header
         self.part = part
@@ -45,12 +52,17 @@ class PartCursor:
         self.first_seq = stats.first_seq
         self.start = stats.first_seq if start is None else max(start, stats.first_seq)
         self._rules = PartProgress(header.time_type.minimum, stream=header.stream, part=part)
+        self.committed = (CommittedPart(header.time_type.minimum, stream=header.stream, part=part)
+                          if check_isolation(isolation) == "committed" and not progress_only else None)
+        """The committed-read filter (None when reading uncommitted or progress only)."""
         if self.start > stats.first_seq:
             with log.reader(header.stream, part, start=stats.first_seq, progress_only=True) as r:
                 for entry in r:
                     if entry.seq >= self.start:
                         break
                     self._update_frontier(entry)
+                    if self.committed is not None:
+                        self.committed.restore(entry.event.updates, entry.seq)  # type: ignore[union-attr]
         self.reader: PartReader = log.reader(header.stream, part, start=self.start, progress_only=progress_only)
         self.last_seq = self.start - 1
         """The sequence id of the last event read (``start - 1`` before the first)."""
@@ -102,7 +114,16 @@ class PartCursor:
         for entry in self.reader:
             if self.end is not None and entry.seq >= self.end:
                 return
-            yield entry
+            if self.committed is None:
+                yield entry
+            else:
+                yield from self.committed.push(entry, self.reader.epoch)
+
+    def held_note(self) -> str | None:
+        """Reading committed: one line on the events held back at the end (None when nothing is held)."""
+        if self.committed is None or not self.committed.held:
+            return None
+        return f"part {self.part}: {self.committed.describe_held()}; --uncommitted shows them"
 
     def apply(self, entry: Entry) -> None:
         """Account for ``entry`` having been taken: its Progress updates change the part's frontier; a
@@ -139,12 +160,19 @@ def open_cursors(
     starts: dict[int, int] | None = None,
     ends: dict[int, int] | None = None,
     progress_only: bool = False,
+    isolation: str = "committed",
 ) -> list[PartCursor]:
     """A cursor per part, from ``starts[p]`` (default: the first event) to ``ends[p]`` (default: no end)."""
     return [
-        PartCursor(log, header, p, start=(starts or {}).get(p), end=(ends or {}).get(p), progress_only=progress_only)
+        PartCursor(log, header, p, start=(starts or {}).get(p), end=(ends or {}).get(p), progress_only=progress_only,
+                   isolation=isolation)
         for p in parts
     ]
+
+
+def held_notes(cursors: Iterable[PartCursor]) -> list[str]:
+    """What each cursor read committed holds back at the end (one line per such part)."""
+    return [n for c in cursors if (n := c.held_note()) is not None]
 
 
 def merged(cursors: list[PartCursor]) -> Iterator[tuple[PartCursor, Entry]]:

@@ -21,11 +21,13 @@ from ._common import (
     open_uri,
     start_seq,
     stream_header,
+    note,
     time_json,
+    uncommitted_option,
     warn,
 )
 from ._output import FORMATS, RowWriter, default_format, row_writer
-from ._scan import PartCursor, merged, open_cursors
+from ._scan import PartCursor, held_notes, merged, open_cursors
 from ._values import BINARY_ENCODINGS, RecordConverter
 
 KINDS = ("messages", "progress", "all")
@@ -102,7 +104,8 @@ def _read(cursors: list[PartCursor], printer: _Printer) -> None:
 
 
 def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since: Any, until: Any,
-         limit: int | None, kind: str, fmt: str | None, binary: str, follow: bool, interval: float) -> None:
+         limit: int | None, kind: str, fmt: str | None, binary: str, follow: bool, interval: float,
+         isolation: str) -> None:
     log = open_uri(uri)
     header = stream_header(log, stream)
     check_part(header, part)
@@ -112,7 +115,7 @@ def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since
     for p in parts:
         st = log.part_stats(stream, p)
         starts[p] = start_seq(offset, st.first_seq, st.next_seq)
-    cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress")
+    cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress", isolation=isolation)
     writer = row_writer(fmt or default_format(), _columns(header, kind))
     printer = _Printer(header, writer, kind, since_t, until_t, limit, binary)
     try:
@@ -123,12 +126,15 @@ def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since
             _read(cursors, printer)
             writer.flush()
         torn = {} if follow or printer.full else {c.part: p for c in cursors if (p := c.check_tail())}
+        held = [] if printer.full else held_notes(cursors)
     finally:
         writer.close()
         for c in cursors:
             c.close()
     for p, problem in torn.items():
         warn(f"part {p} ends in a torn tail: {problem}")
+    for line in held:
+        note(line)
 
 
 def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -146,6 +152,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
                          help="Output format (default: table on a terminal, jsonl when piped)."),
             click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64",
                          show_default=True, help="How binary values are written."),
+            uncommitted_option,
         )
     for opt in reversed(list(options)):
         f = opt(f)
@@ -158,7 +165,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
               help="Where each part starts: beginning, end, a sequence id N, or -N (its last N events).")
 @click.option("-n", "--count", "limit", type=click.IntRange(min=0), help="Stop after N events.")
 def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
-        offset: tuple[str, int], limit: int | None) -> None:
+        isolation: str, offset: tuple[str, int], limit: int | None) -> None:
     """Print the events of STREAM: one row per record of a Messages event (part, seq, kind, time, record)
     and one per Progress event (part, seq, kind, updates, and the part's frontier after it).
 
@@ -173,7 +180,8 @@ def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: s
       replay cat /tmp/cap numbers --since 3 --until 5 | jq -c '.record'
       replay cat /tmp/cap grid --since 1,0 --format csv > grid.csv
     """
-    _run(uri, stream, part, offset, since, until, limit, kind, fmt, binary, follow=False, interval=0)
+    _run(uri, stream, part, offset, since, until, limit, kind, fmt, binary, follow=False, interval=0,
+         isolation=isolation)
 
 
 @click.command("tail", short_help="Print the last events; -f follows a live log.")
@@ -185,7 +193,7 @@ def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: s
 @click.option("--interval", type=click.FloatRange(min=0.001), default=0.2, show_default=True,
               help="Seconds between polls when following.")
 def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
-         follow: bool, last: int, interval: float) -> None:
+         isolation: str, follow: bool, last: int, interval: float) -> None:
     """Print the last events of each part of STREAM (like cat --offset -N); with -f, keep following the
     log as it grows. Following ends with exit code 0 once every part is finished (or every time before
     --until is complete), and with 130 on Ctrl-C.
@@ -196,4 +204,5 @@ def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: 
       replay tail -f /tmp/cap numbers --kind messages | jq -c '[.time, .record]'
     """
     offset = ("last", last) if last else ("end", 0)
-    _run(uri, stream, part, offset, since, until, None, kind, fmt, binary, follow=follow, interval=interval)
+    _run(uri, stream, part, offset, since, until, None, kind, fmt, binary, follow=follow, interval=interval,
+         isolation=isolation)

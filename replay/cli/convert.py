@@ -26,9 +26,11 @@ from ._common import (
     progress,
     stderr_console,
     stream_header,
+    time_text,
+    uncommitted_option,
     warn,
 )
-from ._scan import merged, merged_frontier, open_cursors, part_ends, summarise_part, total_events
+from ._scan import held_notes, merged, merged_frontier, open_cursors, part_ends, summarise_part, total_events
 from ._sinks import EXPORT_FORMATS, SUFFIX_FORMATS, open_sink
 from ._values import BINARY_ENCODINGS
 
@@ -134,15 +136,17 @@ class _CopyWatch:
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS),
               help="File format (default: from PATH's suffix: .parquet, .arrow/.feather, .avro, .jsonl).")
-@click.option("--incomplete", is_flag=True, help="Also export times that are not complete yet.")
+@click.option("--incomplete", is_flag=True, help="Also export times that are not complete yet, with every record "
+              "read (implies --uncommitted: records a writer may still replace after a crash).")
 @click.option("--since", type=TIME, help="Only times t with SINCE <= t.")
 @click.option("--until", type=TIME, help="Only times t that are not >= UNTIL.")
 @click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64", show_default=True,
               help="How binary values are written in jsonl.")
 @click.option("--force", is_flag=True, help="Overwrite PATH if it is an existing regular file (never a device, fifo, "
               "directory or a symbolic link to one).")
+@uncommitted_option
 def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, since: Any, until: Any,
-           binary: str, force: bool) -> None:
+           binary: str, force: bool, isolation: str) -> None:
     """Write the records of STREAM to PATH as a plain file other tools read: Parquet, an Arrow IPC file,
     an Avro container file or JSON lines. Every row is a record with _time (int64, or list<int64> for
     product times), _part and _seq (where it was captured). Only complete times are exported unless
@@ -177,7 +181,7 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
         for c in cursors:
             c.close()
     sink = open_sink(fmt, path, header, binary)
-    cursors = open_cursors(log, header, parts, ends=ends)
+    cursors = open_cursors(log, header, parts, ends=ends, isolation="uncommitted" if incomplete else isolation)
     times: set = set()
     left_out = 0
     try:
@@ -196,6 +200,15 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
                     continue
                 sink.write(ev.records, t, cursor.part, entry.seq)
                 times.add(t)
+        blocked = [(c.part, t) for c in cursors if c.committed is not None
+                   for t in c.committed.held_committed_times() if incomplete or not frontier.less_equal(t)]
+        if blocked:
+            part, t = blocked[0]
+            raise click.ClickException(
+                f"part {part} holds records at time {time_text(t)} that are committed but wait behind a message its "
+                "writer has not committed (the writer is live or crashed mid-time): the export would miss them. "
+                "Run it again once the writer continues, or with --uncommitted.")
+        held = held_notes(cursors)
         sink.close()
     except BaseException:
         sink.abort()
@@ -204,6 +217,8 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
         for c in cursors:
             c.close()
     note(f"exported {sink.rows} records at {len(times)} times to {path} ({fmt})")
+    for line in held:
+        note(line)
     if left_out:
         note(f"left out {left_out} records at times not complete yet (stream frontier {frontier_text(frontier)}); "
              "--incomplete exports them too")

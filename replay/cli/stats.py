@@ -94,7 +94,7 @@ def stats(uri: str, stream: str, as_json: bool) -> None:
     with progress("reading parts", total_events(log, header, range(header.peers))) as advance:
         for p in range(header.peers):
             st = log.part_stats(stream, p)
-            cursor = PartCursor(log, header, p, end=st.next_seq)
+            cursor = PartCursor(log, header, p, end=st.next_seq, isolation="uncommitted")  # what is stored
             try:
                 tallies.append(_tally(cursor, st.bytes, advance))
             finally:
