@@ -23,6 +23,11 @@ The planner decodes each Messages event once to learn its time (the index carrie
 keeps what it learnt between micro-batches; a restarted planner re-reads Progress from the start and
 Messages from ``low``. The initial offset is the start of every part (nothing complete); the stream must
 exist when the query starts. ``Trigger.AvailableNow`` reads up to the parts' ends at the query's start.
+
+**Writer restarts** (FORMAT.md §1.1). When a part's writer epoch rises, the planner marks the part's pending
+messages at times the part had not completed as void; each micro-batch's slices carry the void sequence ids of
+their ranges, which ``read`` skips. So a time re-sent by a restarted writer is delivered once, in the version
+that completed it.
 """
 
 from __future__ import annotations
@@ -54,11 +59,14 @@ class RangeSlice(InputPartition):
     ``S.next[p]``: an event from there on is new to this batch."""
 
     def __init__(self, worker: int, workers: int, ranges: dict[int, tuple[int, int]],
-                 start_frontier: list[Any], end_frontier: list[Any], starts: dict[int, int] | None = None) -> None:
+                 start_frontier: list[Any], end_frontier: list[Any], starts: dict[int, int] | None = None,
+                 void: dict[int, list[int]] | None = None) -> None:
         super().__init__(worker)
         self.worker, self.workers, self.ranges = worker, workers, ranges
         self.start_frontier, self.end_frontier = start_frontier, end_frontier
         self.starts = starts or {}
+        self.void = void or {}
+        """Per part, the sequence ids in its range of void Messages events (FORMAT.md §1.1): skipped."""
 
 
 class _Planner:
@@ -78,15 +86,20 @@ class _Planner:
         self.counts = MutableAntichain([(header.time_type.minimum, header.peers)])
         self.rules = [PartProgress(header.time_type.minimum, stream=stream, part=p) for p in range(header.peers)]
         self.pending: list[list[tuple[int, Time]]] = [[] for _ in range(header.peers)]
+        self.epochs: list[int | None] = [None] * header.peers  # the writer epoch of each part's last event
+        self.void: list[set[int]] = [set() for _ in range(header.peers)]
+        """Per part, the sequence ids of void Messages events found (FORMAT.md §1.1) from ``known_from``."""
+        self.known_from: list[int] = []
         for p in range(header.peers):
             low = min(offset["low"][p], self.next[p])
+            self.known_from.append(low)
             with log.reader(stream, p, progress_only=True) as r:  # before low: every Messages event is complete
                 for entry in fr.entries(r, low, progress_only=True):
-                    self._apply(p, entry)
+                    self._apply(p, entry, r.epoch)
             if low < self.next[p]:
                 with log.reader(stream, p, start=low) as r:
                     for entry in fr.entries(r, self.next[p]):
-                        self._apply(p, entry)
+                        self._apply(p, entry, r.epoch)
         frontier = self.counts.frontier
         for p in range(header.peers):
             self.pending[p] = [(s, t) for s, t in self.pending[p] if not fr.is_complete(t, frontier)]
@@ -97,9 +110,20 @@ class _Planner:
             raise EventLogError(f"offset {offset} does not match the log (frontier {self.offset['frontier']}): "
                                 "was the stream rewritten under the query?", stream=stream)
 
-    def _apply(self, part: int, entry: Entry) -> int:
-        """Account for an event of ``part`` (in sequence order): check it against the part's rules, note a
-        Messages event as pending, apply Progress; returns the records it holds."""
+    def _apply(self, part: int, entry: Entry, epoch: int) -> int:
+        """Account for an event of ``part`` (in sequence order) written by writer ``epoch``: a higher epoch
+        than the part's last makes its pending messages at times the part had not completed void; check it
+        against the part's rules, note a Messages event as pending, apply Progress; returns the records it
+        holds."""
+        last = self.epochs[part]
+        if last is not None and epoch > last:
+            rules = self.rules[part]
+            void = [s for s, t in self.pending[part] if rules.less_equal(t)]
+            if void:
+                self.void[part].update(void)
+                self.pending[part] = [(s, t) for s, t in self.pending[part] if not rules.less_equal(t)]
+        if last is None or epoch > last:
+            self.epochs[part] = epoch
         ev = entry.event
         if isinstance(ev, Messages):
             self.rules[part].messages(entry.seq, ev.time)
@@ -127,7 +151,7 @@ class _Planner:
                     self._iters[p] = None  # at the end for now: poll again next time
                     live.remove(p)
                     continue
-                read_rows += self._apply(p, entry)
+                read_rows += self._apply(p, entry, self.readers[p].epoch)
                 self.next[p] = entry.seq + 1
                 if until is not None and self.next[p] >= until[p]:
                     live.remove(p)
@@ -178,17 +202,32 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return self._planner_at(start).advance(max_records, self._until)
 
+    def _void_seqs(self, start: dict, end: dict) -> dict[int, list[int]]:
+        """Per part, the void Messages events in ``[start.low, end.next)``: from the planner when it read that
+        whole range, else from a planner replayed from ``start`` to ``end`` (a restarted query)."""
+        planner = self._planner
+        n = self._header.peers
+        if (planner is None or planner.offset != end
+                or any(planner.known_from[p] > min(start["low"][p], start["next"][p]) for p in range(n))):
+            planner = self._planner_at(start)
+            if planner.advance(None, list(end["next"])) != end:
+                raise EventLogError(f"offset {end} does not follow from {start} in the log: was the stream "
+                                    "rewritten under the query?", stream=self._header.stream)
+        return {p: sorted(s for s in planner.void[p] if start["low"][p] <= s < end["next"][p]) for p in range(n)}
+
     def partitions(self, start: dict, end: dict) -> list[RangeSlice]:
         if start["frontier"] == end["frontier"]:
             return []  # no time completed: nothing to deliver
         workers = self.opts.workers or self._header.peers
+        void = self._void_seqs(start, end)
         out = []
         for j in range(workers):
             parts = slice_parts(self.opts.mode, self._header.peers, j, workers)
             ranges = {p: (start["low"][p], end["next"][p]) for p in parts if start["low"][p] < end["next"][p]}
             if ranges:
                 starts = {p: start["next"][p] for p in ranges}
-                out.append(RangeSlice(j, workers, ranges, start["frontier"], end["frontier"], starts))
+                out.append(RangeSlice(j, workers, ranges, start["frontier"], end["frontier"], starts,
+                                      {p: void[p] for p in ranges if void[p]}))
         return out
 
     def read(self, partition: RangeSlice) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -199,10 +238,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         before = fr.from_json(partition.start_frontier, header.time_type)
         after = fr.from_json(partition.end_frontier, header.time_type)
         for part, (low, end) in sorted(partition.ranges.items()):
+            void = set(partition.void.get(part, ()))
             with log.reader(header.stream, part, start=low) as reader:
                 for entry in fr.entries(reader, end):
                     ev = entry.event
-                    if not isinstance(ev, Messages):
+                    if not isinstance(ev, Messages) or entry.seq in void:
                         continue
                     t = ev.time
                     if fr.is_complete(t, before):
