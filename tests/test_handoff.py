@@ -68,3 +68,16 @@ def test_handoff_survives_sigkill_of_the_producing_job(kafka_bootstrap, tmp_path
     assert a.wait(120) == 0, a.stderr.read()
     assert b.wait(120) == 0, b.stderr.read()
     assert lines(out) == ref
+
+
+def test_job_a_fails_when_a_worker_fails(tmp_path):
+    """A worker that raises (here: the stream exists with another schema) makes job A exit 1, naming it."""
+    import pyarrow as pa
+
+    from capture import Capture
+
+    uri = str(tmp_path / "log")
+    Capture(uri, "readings", 0, 4, schema=pa.schema([("other", pa.string())])).close()
+    a = job_a(uri)
+    out, err = a.communicate(timeout=60)
+    assert a.returncode == 1 and "job A failed" in err and "worker 0" in err and "HeaderMismatchError" in err, err

@@ -3,21 +3,23 @@
     python examples/handoff/job_a.py --log kafka://127.0.0.1:19092/handoff --epochs 40
 
 Each worker sends its readings of epoch t at time t, then advance_to(t + 1), which returns once Kafka has
-acknowledged both. Restarted after a crash (even SIGKILL), each worker resumes its part: the frontier and
-the next sequence id come back from the log, and batches of the open epoch that already reached the log
-are not sent again. So job B sees every record exactly once.
+acknowledged both. Restarted after a crash (even SIGKILL), each worker reopens its part: the frontier comes
+back from the log and the worker sends every epoch from there on again — the log voids what the crashed run
+had sent of an epoch it did not complete (FORMAT.md §1.1), so job B sees each epoch once, whatever the
+source reads the second time. A worker that fails makes the job exit with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 
 import pyarrow as pa
 
 from capture import Capture
-from eventlog import Messages, open_log
+from eventlog import ProgressError, open_log
 
 STREAM = "readings"
 SCHEMA = pa.schema([("sensor", pa.int64()), ("value", pa.float64())])
@@ -25,24 +27,21 @@ BATCHES_PER_EPOCH = 2
 
 
 def readings(worker: int, epoch: int, batch: int) -> list[dict]:
-    """Deterministic data: what worker ``worker`` reads in ``batch`` of ``epoch``."""
+    """What worker ``worker`` reads in ``batch`` of ``epoch``."""
     return [{"sensor": worker * 100 + s, "value": float(epoch * 1000 + batch * 10 + s)} for s in range(5)]
-
-
-def already_sent(log, worker: int, epoch: int) -> int:  # noqa: ANN001
-    """How many batches of ``epoch`` this worker's part already holds (written before a crash)."""
-    return sum(1 for e in log.reader(STREAM, worker) if isinstance(e.event, Messages) and e.event.time == epoch)
 
 
 def worker(uri: str, w: int, peers: int, epochs: int, delay: float) -> None:
     log = open_log(uri)
-    with Capture(log, STREAM, worker=w, peers=peers, schema=SCHEMA) as cap:
+    try:
+        cap = Capture(log, STREAM, worker=w, peers=peers, schema=SCHEMA)
+    except ProgressError:  # the part finished in an earlier run
+        return
+    with cap:
         (start,) = cap.frontier
-        skip = already_sent(log, w, start) if cap.next_seq > 1 else 0
         for epoch in range(start, epochs):
-            for b in range(skip, BATCHES_PER_EPOCH):
+            for b in range(BATCHES_PER_EPOCH):
                 cap.send(epoch, readings(w, epoch, b))
-            skip = 0
             cap.advance_to(epoch + 1)
             time.sleep(delay)
 
@@ -54,12 +53,22 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=40)
     p.add_argument("--delay", type=float, default=0.05, help="seconds between epochs")
     args = p.parse_args()
-    threads = [threading.Thread(target=worker, args=(args.log, w, args.workers, args.epochs, args.delay))
-               for w in range(args.workers)]
+    failures: list[str] = []
+
+    def run(w: int) -> None:
+        try:
+            worker(args.log, w, args.workers, args.epochs, args.delay)
+        except BaseException as e:  # noqa: BLE001 - reported, and the job fails
+            failures.append(f"worker {w}: {type(e).__name__}: {e}")
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(args.workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if failures:
+        print("job A failed:\n  " + "\n  ".join(failures), file=sys.stderr, flush=True)
+        sys.exit(1)
     print(f"job A: {args.workers} workers captured {args.epochs} epochs into {args.log}/{STREAM}", flush=True)
 
 
