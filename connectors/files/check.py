@@ -5,7 +5,8 @@ CorruptLogError naming stream, part, file and byte offset (and seq when known): 
 segments without one, damaged prefixes, index headers and entries, an index that lists fewer events than
 its segment holds (events a reader finds only by the container's framing) or entries past its events,
 index entries that disagree with the segment, events failing their CRC-32 (or, when unindexed, their
-decode), torn tails, and segments that do not continue each other's sequence ids.
+decode), torn tails, segments that do not continue each other's sequence ids, and malformed writer epochs or
+epochs that go backwards from one segment to the next (FORMAT.md §3.1).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from eventlog.header import StreamHeader
 from . import index as ix
 from .framing import Malformed
 from .layout import INDEX_SUFFIX, list_firsts, segment_name
-from .reader import RAW_DECODE_ERRORS
+from .reader import RAW_DECODE_ERRORS, segment_mark
 from .segment import DAMAGED, SegmentFiles, Stop
 from .storage import Storage
 
@@ -37,6 +38,7 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
         problems.append(CorruptLogError("orphan index without its segment", seq=first, offset=0,
                                         path=st.join(part_dir, segment_name(first) + INDEX_SUFFIX), **where))
     prev_end: int | None = None
+    epochs: list[tuple[int, str]] = []  # (epoch, path) of the segments whose prefix was read
     for i, first in enumerate(segs):
         data_path = st.join(part_dir, segment_name(first) + suffix)
         if prev_end is not None and first != prev_end:
@@ -52,7 +54,7 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
             continue
         try:
             found: list[CorruptLogError] = []
-            prev_end = _check_segment(files, codec, sealed=i < len(segs) - 1, problems=found)
+            prev_end = _check_segment(files, codec, sealed=i < len(segs) - 1, problems=found, epochs=epochs)
             problems.extend(found[:_MAX_PER_SEGMENT])
         except OSError as e:
             problems.append(CorruptLogError(f"cannot read the segment: {e}", offset=0, path=data_path, **where))
@@ -62,7 +64,8 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
     return problems
 
 
-def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[CorruptLogError]) -> int:  # noqa: ANN001
+def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[CorruptLogError],  # noqa: ANN001
+                   epochs: list[tuple[int, str]]) -> int:
     """Report the segment's problems; returns the seq after its last whole event."""
     first = f.first_seq
     try:
@@ -80,6 +83,15 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
             what = "finished segment ends" if sealed else "torn tail: segment ends"
             problems.append(f.error(f"{what} inside its prefix ({f.data_size} bytes)", offset=0))
         return first
+    try:
+        epoch = segment_mark(codec, f.read(0, prefix), stream=f.stream, part=f.part, path=f.data_path).epoch
+        if epochs and epoch < epochs[-1][0]:
+            problems.append(f.error(f"segment has writer epoch {epoch}, lower than epoch {epochs[-1][0]} of the "
+                                    f"segment before it ({epochs[-1][1]}): two writer histories are interleaved",
+                                    offset=0))
+        epochs.append((epoch, f.data_path))
+    except CorruptLogError as e:
+        problems.append(e)
     decoder: list[SegmentDecoder] = []
     seq, offset = first, prefix
     unindexed: list[tuple[int, int]] = []
