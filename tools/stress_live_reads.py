@@ -207,20 +207,24 @@ class Result:
 
 
 def _final(root: str) -> tuple[int, int, str, str, int]:
-    """The finished log: (events, messages, reader digest, messages-only digest, segments)."""
+    """The finished log: (events, committed messages, reader digest of every event, digest of the Messages
+    events a committed replayer delivers (FORMAT.md §1.1: not those a killed writer left at a time it had
+    not completed, which the restarted writer sent again), segments)."""
     from eventlog import open_log
     from eventlog.events import Messages
+    from replay import Replayer
 
     log = open_log(root)
     all_d, msg_d = hashlib.sha256(), hashlib.sha256()
     n = m = 0
     for entry in log.reader(STREAM, 0):
         n += 1
-        fp = _fingerprint(entry.event)
-        all_d.update(fp)
-        if isinstance(entry.event, Messages):
-            m += 1
-            msg_d.update(fp)
+        all_d.update(_fingerprint(entry.event))
+    with Replayer(log, STREAM) as r:
+        for ev in r:
+            if isinstance(ev, Messages):
+                m += 1
+                msg_d.update(_fingerprint(ev))
     return n, m, all_d.hexdigest(), msg_d.hexdigest(), len(log.segments(STREAM, 0))
 
 

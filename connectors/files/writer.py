@@ -20,7 +20,7 @@ from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartWriter
-from eventlog.writer_mark import EPOCH_KEY, WRITER_KEY, WriterMark
+from eventlog.writer_mark import EPOCH_KEY, MAX_EPOCH, WRITER_KEY, WriterMark
 
 from . import index as ix
 from .framing import Malformed
@@ -186,8 +186,10 @@ class FilePartWriter(PartWriter):
                          self.stream, self.part, rec.path, rec.events_indexed)
 
     def _max_prefix(self) -> int:
-        """The longest prefix a writer creates (its metadata at their longest)."""
-        return len(self._codec.new_segment({EPOCH_KEY: b"9" * 19, WRITER_KEY: b"w" * 64}).prefix)
+        """The longest prefix a writer creates (the longest epoch; writer ids are 16 characters): a segment no
+        longer than it that does not frame holds no whole event (any event is longer than the 18 bytes the
+        epoch's digits may vary by)."""
+        return len(self._codec.new_segment({EPOCH_KEY: str(MAX_EPOCH).encode(), WRITER_KEY: b"w" * 16}).prefix)
 
     def _recover_segment(self, first: int) -> tuple[int | None, Recovery | None]:
         """Repair the newest segment: ``(next_seq, what was repaired or None)``, or ``(None, Recovery)``
