@@ -26,10 +26,10 @@ from .errors import (
 from .limits import MAX_HEADER_BYTES, MAX_PEERS, MAX_SCHEMA_DEPTH, MAX_SCHEMA_FIELDS, check_limit
 from .time import TimeType
 
-FORMAT_VERSION: tuple[int, int] = (2, 0)
+FORMAT_VERSION: tuple[int, int] = (1, 2)
 """The format version this code writes: ``(major, minor)``. See schemas/FORMAT.md, "Version rules"."""
 
-READABLE_MAJORS: tuple[int, ...] = (1, 2)
+READABLE_MAJORS: tuple[int, ...] = (1,)
 """The major versions this code reads. It appends only to streams of ``FORMAT_VERSION``'s major version."""
 
 CHECKSUM_SINCE: tuple[int, int] = (1, 1)

@@ -148,7 +148,7 @@ def test_info_shows_header_schema_and_parts(cli_uri):
     log = open_log(cli_uri)
     doc = json.loads(replay_cli("info", cli_uri, "numbers", "--json").stdout)
     assert (doc["stream"], doc["peers"], doc["time"], doc["encoding"], doc["version"]) == (
-        "numbers", 2, "int64", "arrow", "2.0")
+        "numbers", 2, "int64", "arrow", "1.2")
     assert [f["name"] for f in doc["fields"]] == SCHEMA.names
     for p in doc["parts"]:
         st = log.part_stats("numbers", p["part"])

@@ -32,10 +32,10 @@ def _sealed(doc: dict) -> bytes:
     return json.dumps(doc).encode()
 
 
-def test_writes_version_2_0_with_a_checksum_of_its_canonical_form():
+def test_writes_version_1_2_with_a_checksum_of_its_canonical_form():
     h = StreamHeader("s", 3, SCHEMA, "product:2", "avro")
     doc = _doc(h)
-    assert FORMAT_VERSION == (2, 0) and doc["version"] == "2.0"
+    assert FORMAT_VERSION == (1, 2) and doc["version"] == "1.2"
     rest = {k: v for k, v in doc.items() if k != "checksum"}
     canon = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     assert canonical_json(doc) == canon
@@ -64,7 +64,7 @@ def test_golden_1_0_headers_without_checksum_stay_readable(path):
 @pytest.mark.parametrize(
     "field,value",
     [("peers", 3), ("peers", 1), ("time", "product:3"), ("encoding", "avro"), ("stream", "t"),
-     ("created", "2020-01-01T00:00:00.000Z"), ("fields", []), ("version", "1.2"), ("extra", 1)],
+     ("created", "2020-01-01T00:00:00.000Z"), ("fields", []), ("version", "1.1"), ("extra", 1)],
 )
 def test_any_edit_of_a_1_1_header_fails_its_checksum(field, value):
     doc = _doc(StreamHeader("s", 2, SCHEMA))
@@ -150,11 +150,12 @@ def test_a_newer_major_version_is_unsupported_not_corrupt():
     doc["version"] = "3.0"
     with pytest.raises(UnsupportedVersionError, match="3.0"):
         StreamHeader.from_json(_sealed(doc))
-    doc["version"] = "1.1"  # an older major is read, and refused for appending
-    h = StreamHeader.from_json(_sealed(doc))
-    with pytest.raises(UnsupportedVersionError, match="replay copy"):
-        h.check_writable()
-    doc["version"] = "2.9"  # a newer minor is read (and refused for appending)
+    doc["version"] = "2.0"
+    with pytest.raises(UnsupportedVersionError, match="2.0"):
+        StreamHeader.from_json(_sealed(doc))
+    doc["version"] = "1.1"  # an older minor is read and appended to
+    StreamHeader.from_json(_sealed(doc)).check_writable()
+    doc["version"] = "1.9"  # a newer minor is read (and refused for appending)
     h = StreamHeader.from_json(_sealed(doc))
     with pytest.raises(UnsupportedVersionError):
         h.check_writable()

@@ -58,8 +58,8 @@ def io_error(e: OSError, **where: object) -> EventLogError:
 
 
 def segment_mark(codec: EventCodec, prefix: "bytes | memoryview | pa.Buffer", **where: object) -> WriterMark:
-    """The writer mark (epoch and id) a segment's prefix carries; epoch 0 for segments without one (format
-    1.x). Damage raises CorruptLogError naming ``where``."""
+    """The writer mark (epoch and id) a segment's prefix carries; epoch 0 for segments without one (written
+    before format 1.2). Damage raises CorruptLogError naming ``where``."""
     try:
         meta = codec.segment_metadata(memoryview(prefix) if isinstance(prefix, pa.Buffer) else prefix)
     except CorruptLogError as e:
