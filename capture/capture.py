@@ -35,6 +35,11 @@ class Capture:
     last event, with the frontier it had. Leaving a ``with`` block by an exception does not finish the part.
     ``expect_next_seq`` (the ``next_seq`` the application saved in its own checkpoint) makes opening raise
     ``LostDataError`` when the part holds less, or the stream is gone, instead of starting a new history.
+
+    Reopening a part starts a new writer incarnation: readers void the messages the previous one left at
+    times the part had not completed, so the application re-sends every time from ``frontier`` on (FORMAT.md
+    §1.1). ``continues=True`` is for an application that instead resumes exactly after ``next_seq`` and
+    never re-sends (it knows what reached the log, as the runtime's log sink does): nothing is voided.
     """
 
     def __init__(
@@ -49,6 +54,7 @@ class Capture:
         time: "str | TimeType | None" = None,
         sync: str | None = None,
         expect_next_seq: int | None = None,
+        continues: bool = False,
     ) -> None:
         self.log = log if isinstance(log, Log) else open_log(log)
         if expect_next_seq is not None:
@@ -57,7 +63,7 @@ class Capture:
         self.stream = stream
         self.worker = worker
         self.peers = peers
-        self._writer: PartWriter = self.log.writer(stream, worker, sync=sync)
+        self._writer: PartWriter = self.log.writer(stream, worker, sync=sync, continues=continues)
         self._closed = False
         if expect_next_seq is not None and self._writer.next_seq < expect_next_seq:
             found = self._writer.next_seq

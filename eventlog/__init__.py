@@ -6,6 +6,7 @@ The model (times, antichains, events, stream headers), the Arrow and Avro encodi
 from .antichain import Antichain, MutableAntichain
 from .change_batch import ChangeBatch
 from .errors import (
+    ClusterUnavailableError,
     CorruptLogError,
     DeliveryError,
     EventLogError,
@@ -32,7 +33,7 @@ from .time import INT64, Time, TimeType
 __version__ = "0.1.0"
 
 __all__ = [
-    "Antichain", "ChangeBatch", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
+    "Antichain", "ChangeBatch", "ClusterUnavailableError", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
     "HeaderMismatchError", "INT64", "InterleavedWritersError", "InvalidTimeError", "InvalidURIError", "LimitError", "Log", "LogLimitError",
     "LostDataError", "Messages",
     "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",

@@ -115,6 +115,11 @@ class InvalidURIError(EventLogError, ValueError):
     """A log URI that eventlog cannot open."""
 
 
+class ClusterUnavailableError(EventLogError):
+    """The cluster a log lives on did not answer within the log's timeout (every broker unreachable, or too
+    slow); the message names the servers, the timeout and the client's last error."""
+
+
 class DeliveryError(EventLogError):
     """A log did not acknowledge appended events (a Kafka delivery failure or timeout); nothing after the
     last successful sync may be assumed durable."""

@@ -128,8 +128,11 @@ class Log(abc.ABC):
         returns the stored header."""
 
     @abc.abstractmethod
-    def writer(self, stream: str, part: int, *, sync: str | None = None) -> PartWriter:
-        """The writer of one part (PartLockedError if another writer holds it)."""
+    def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> PartWriter:
+        """The writer of one part (PartLockedError if another writer holds it): a new incarnation with a higher
+        writer epoch, so readers void the messages the last one left at times its part had not completed
+        (FORMAT.md §1.1). ``continues=True`` keeps the last incarnation's epoch and id instead, for an
+        application that resumes exactly after the part's last event and never re-sends (nothing is void)."""
 
     @abc.abstractmethod
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> PartReader:

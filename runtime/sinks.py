@@ -344,8 +344,10 @@ class LogSink(StagedSink):
             deadline = _time.monotonic() + self.lock_timeout
             while True:
                 try:
+                    # the sink resumes after the part's last event and never re-sends (its position is the part's
+                    # next_seq): the same writer history goes on, nothing it wrote is void (FORMAT.md §1.1)
                     self._caps[p] = Capture(self._log, self.stream, worker=p, peers=self.n_parts, schema=self.schema,
-                                            encoding=self.encoding)
+                                            encoding=self.encoding, continues=True)
                     break
                 except PartLockedError:
                     if _time.monotonic() > deadline:  # a task of a failed generation still holds it

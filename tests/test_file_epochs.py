@@ -142,3 +142,22 @@ def test_memory_log_records_epochs():
         from connectors import memory
 
         memory.drop("epochs-test")
+
+
+@pytest.mark.parametrize("continues", [False, True])
+def test_a_reopened_writer_voids_the_incomplete_time_unless_it_continues(tmp_path, continues):
+    from replay import Replayer
+
+    log = FileLog(str(tmp_path))
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    cap.send(0, [{"x": 1}])
+    cap.advance_to(0)  # durable, time 0 not complete
+    cap.abort()        # the writer stops mid-time
+    cap = Capture(log, "s", 0, 1, continues=continues)
+    cap.send(0, [{"x": 2}])
+    cap.close()
+    assert [e for _, e in epochs(log)] == ([1, 1, 1] if continues else [1, 2, 2])
+    with Replayer(log, "s") as r:
+        got = {t: sorted(table.column("x").to_pylist()) for t, table in r.completed()}
+        assert r.voided == (0 if continues else 1)
+    assert got == {0: [1, 2] if continues else [2]}

@@ -172,13 +172,13 @@ class FileLog(Log):
 
     # -- parts -----------------------------------------------------------------------------------------
 
-    def writer(self, stream: str, part: int, *, sync: str | None = None) -> FilePartWriter:
+    def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> FilePartWriter:
         header = self.header(stream)
         header.check_writable()
         mode = sync or self.sync_mode
         if mode not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {mode!r}")
-        return FilePartWriter(self, header, part, mode)
+        return FilePartWriter(self, header, part, mode, continues=continues)
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> FilePartReader:
         if start < 1:

@@ -69,7 +69,7 @@ class _OpenSegment:
 class FilePartWriter(PartWriter):
     """Appends one part's events to segments; recovers what a crashed writer left when it opens."""
 
-    def __init__(self, log: "FileLog", header: StreamHeader, part: int, sync: str) -> None:
+    def __init__(self, log: "FileLog", header: StreamHeader, part: int, sync: str, *, continues: bool = False) -> None:
         self._log = log
         self._st: Storage = log._st
         self.header = header
@@ -94,17 +94,20 @@ class FilePartWriter(PartWriter):
         if self.recovery is not None:
             log.recoveries.append(self.recovery)
         try:
-            self.mark: WriterMark = WriterMark.new(self._newest_epoch() + 1)
-            """This incarnation's writer epoch and id, stored in the metadata of every segment it creates."""
+            newest = self._newest_mark()
+            self.mark: WriterMark = (newest if continues and newest is not None
+                                     else WriterMark.new((newest.epoch if newest else 0) + 1))
+            """This incarnation's writer epoch and id, stored in the metadata of every segment it creates (the
+            newest segment's when ``continues``)."""
         except BaseException:
             self._st.unlock(self._lock)
             raise
 
-    def _newest_epoch(self) -> int:
-        """The epoch of the part's newest segment (epochs never decrease, so the highest); 0 for none."""
+    def _newest_mark(self) -> WriterMark | None:
+        """The writer mark of the part's newest segment (epochs never decrease: the highest); None for none."""
         segs = list_firsts(self._st, self._dir, self._codec.file_suffix)
         if not segs:
-            return 0
+            return None
         f = self._files(segs[-1])
         try:
             f.refresh()
@@ -115,7 +118,7 @@ class FilePartWriter(PartWriter):
             if end is None:
                 raise f.error("segment ends inside its prefix", offset=0)
             return segment_mark(self._codec, f.read(0, end), stream=self.stream, part=self.part,
-                                path=f.data_path).epoch
+                                path=f.data_path)
         except OSError as e:
             raise io_error(e, stream=self.stream, part=self.part) from None
         finally:

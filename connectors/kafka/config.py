@@ -14,12 +14,23 @@ Two settings are eventlog's own, not librdkafka's (FORMAT.md "Kafka log"):
 * ``eventlog.transactional.id.prefix`` (``eventlog`` by default): part writers use the transactional id
   ``<prefix>.<topic>.<part>``; set it where the cluster's ACLs grant transactional ids by prefix.
 
+* ``eventlog.timeout`` (seconds, 30 by default): how long a call waits for the cluster before it fails
+  with ``ClusterUnavailableError`` (``open_log(uri, timeout=…)`` overrides it).
+
 ``transactional.id`` itself is derived per part and may not be set.
+
+**Client logs.** librdkafka's own log lines (a refused connection is retried, and logged, every few
+milliseconds) go to the Python logger ``eventlog.kafka.rdkafka``: each distinct line at most once a minute, at
+WARNING, the repeats at DEBUG. A cluster that does not answer is one ``ClusterUnavailableError`` naming the
+servers, the timeout and librdkafka's last complaint, never a flood on stderr.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse
@@ -38,8 +49,59 @@ _CONSUMER_ONLY = {"group.id", "enable.auto.commit", "auto.offset.reset", "enable
                   "max.partition.fetch.bytes", "fetch.max.bytes", "queued.max.messages.kbytes"}
 
 
+class _Throttle(logging.Filter):
+    """Lets each distinct librdkafka line through once a minute (at WARNING), the repeats at DEBUG; keeps the
+    last line per client (what ``last_complaint`` reports)."""
+
+    def __init__(self, interval: float = 60.0) -> None:
+        super().__init__()
+        self._interval = interval
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.last: dict[str, str] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        key = re.sub(r"\d+", "#", text)
+        now = time.monotonic()
+        with self._lock:
+            self.last[_client_of(text)] = text
+            fresh = now - self._seen.get(key, -1e9) >= self._interval
+            if fresh:
+                self._seen[key] = now
+                if len(self._seen) > 10_000:
+                    self._seen.clear()
+        if fresh and record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        elif not fresh:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return fresh or _RDKAFKA.isEnabledFor(logging.DEBUG)
+
+
+def _client_of(text: str) -> str:
+    m = re.search(r"\[thrd:([^\]/]+)", text)
+    return m.group(1) if m else ""
+
+
+_RDKAFKA = logging.getLogger("eventlog.kafka.rdkafka")
+_THROTTLE = _Throttle()
+_RDKAFKA.addFilter(_THROTTLE)
+
+
+def last_complaint(bootstrap: str) -> str | None:
+    """The last line librdkafka logged about one of ``bootstrap``'s servers (e.g. "Connection refused")."""
+    hosts = set(bootstrap.split(","))
+    with _THROTTLE._lock:
+        found = [t for h, t in _THROTTLE.last.items() if h in hosts]
+    if not found:
+        return None
+    text = found[-1]
+    return text.split("]: ", 1)[-1][:300]
+
+
 _TRANSACTIONS = "eventlog.transactions"
 _TXN_PREFIX = "eventlog.transactional.id.prefix"
+_TIMEOUT = "eventlog.timeout"
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -54,6 +116,8 @@ class KafkaTarget:
     settings: dict[str, Any] = field(default_factory=dict)
     transactions: bool = True
     transactional_id_prefix: str = "eventlog"
+    timeout: float | None = None
+    """Seconds a call waits for the cluster (``eventlog.timeout``; None: the log's default)."""
 
     def transactional_id(self, topic: str, part: int) -> str:
         """The transactional id of the writer of one part: one per (topic, part), so a new writer of the
@@ -72,8 +136,8 @@ class KafkaTarget:
         return topic[len(head):] if topic.startswith(head) and len(topic) > len(head) else None
 
     def common(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap, **{k: v for k, v in self.settings.items()
-                                                         if k not in _PRODUCER_ONLY | _CONSUMER_ONLY}}
+        return {"bootstrap.servers": self.bootstrap, "logger": _RDKAFKA,
+                **{k: v for k, v in self.settings.items() if k not in _PRODUCER_ONLY | _CONSUMER_ONLY}}
 
     def producer(self, **defaults: Any) -> dict[str, Any]:
         """Producer settings: eventlog's defaults, overridden by the user's."""
@@ -105,7 +169,16 @@ def parse_kafka_uri(uri: str, config: dict[str, Any] | None = None) -> KafkaTarg
     txn_prefix = str(settings.pop(_TXN_PREFIX, "eventlog"))
     if not txn_prefix or len(txn_prefix) > 200 or not txn_prefix.isprintable():
         raise InvalidURIError(f"{_TXN_PREFIX} must be 1-200 printable characters, got {txn_prefix!r}: {uri!r}")
-    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix)
+    timeout = settings.pop(_TIMEOUT, None)
+    if timeout is not None:
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            timeout = -1.0
+        if not 0 < timeout <= 86400:
+            raise InvalidURIError(f"{_TIMEOUT} must be seconds in (0, 86400], got {settings.get(_TIMEOUT, timeout)!r}: "
+                                  f"{uri!r}")
+    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix, timeout)
 
 
 def _flag(value: Any, uri: str) -> bool:

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from eventlog.encoding import codec_for
 from eventlog.errors import (
+    ClusterUnavailableError,
     CorruptLogError,
     DeliveryError,
     EventLogError,
@@ -32,7 +33,7 @@ from eventlog.errors import (
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.log import Log, PartStats
 
-from .config import KafkaTarget, parse_kafka_uri
+from .config import KafkaTarget, last_complaint, parse_kafka_uri
 from .errors import LostDataError
 from .reader import KafkaPartReader, Record, new_consumer, scan_partition
 from .records import WriterMark, header_of, header_record, is_header
@@ -67,7 +68,7 @@ class KafkaLog(Log):
         uri: str,
         *,
         config: dict[str, Any] | None = None,
-        timeout: float = 30.0,
+        timeout: float | None = None,
         bundle_bytes: int = 256 << 10,
         bundle_events: int = 4096,
         replication_factor: int | None = None,
@@ -75,7 +76,8 @@ class KafkaLog(Log):
     ) -> None:
         self.uri = uri
         self.target: KafkaTarget = parse_kafka_uri(uri, config)
-        self.timeout = timeout
+        self.timeout: float = timeout if timeout is not None else (self.target.timeout or 30.0)
+        """Seconds every wait on the cluster may take before ClusterUnavailableError (or a delivery error)."""
         self.bundle_bytes = bundle_bytes
         self.bundle_events = bundle_events
         self.replication_factor = replication_factor
@@ -121,7 +123,15 @@ class KafkaLog(Log):
         try:
             return self._admin.list_topics(timeout=self.timeout)
         except KafkaException as e:
-            raise EventLogError(f"kafka cluster {self.target.bootstrap} did not answer: {e.args[0].str()}") from None
+            raise self.unavailable(e.args[0].str()) from None
+
+    def unavailable(self, what: str) -> ClusterUnavailableError:
+        """The error for a cluster that did not answer: servers, timeout, ``what`` failed and librdkafka's
+        last complaint about the servers."""
+        last = last_complaint(self.target.bootstrap)
+        return ClusterUnavailableError(
+            f"kafka cluster {self.target.bootstrap} did not answer within {self.timeout:g} s ({what})"
+            + (f"; last: {last}" if last else "") + " — check the address, or raise eventlog.timeout")
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, None when it does not exist (never auto-creates it)."""
@@ -255,7 +265,7 @@ class KafkaLog(Log):
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < header.peers:
             raise ValueError(f"part {part!r} out of range: stream {header.stream!r} has peers={header.peers}")
 
-    def writer(self, stream: str, part: int, *, sync: str | None = None,
+    def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False,
                expect_next_seq: int | None = None) -> KafkaPartWriter:
         """The writer of one part; it fences every earlier writer of the part (FORMAT.md "Kafka log").
         ``expect_next_seq``: the part's ``next_seq`` as the application last saw it acknowledged (from its
@@ -268,7 +278,7 @@ class KafkaLog(Log):
                                             or expect_next_seq < 1):
             raise ValueError(f"expect_next_seq must be a sequence id >= 1, got {expect_next_seq!r}")
         return KafkaPartWriter(self, header, part, codec_for(header).standalone_encoder(),
-                               expect_next_seq=expect_next_seq)
+                               expect_next_seq=expect_next_seq, continues=continues)
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> KafkaPartReader:
         if start < 1:

@@ -52,7 +52,7 @@ class KafkaPartWriter(PartWriter):
     """The writer of one part; opening it fences every earlier writer of the part (module doc)."""
 
     def __init__(self, log: "KafkaLog", header: StreamHeader, part: int, encoder: SegmentEncoder, *,
-                 expect_next_seq: int | None = None) -> None:
+                 expect_next_seq: int | None = None, continues: bool = False) -> None:
         self._log = log
         self.header = header
         self.stream = header.stream
@@ -99,7 +99,10 @@ class KafkaPartWriter(PartWriter):
             self._producer = None
             raise CorruptLogError(f"the last record has writer epoch {previous}: no next epoch",
                                   stream=self.stream, part=part, seq=tail.last_seq)
-        self.writer = WriterMark(previous + 1, secrets.token_hex(8))
+        if continues and tail.last_seq > 0:  # the same history goes on: nothing of it is void
+            self.writer = tail.writer if tail.writer is not None else WriterMark(0, None)
+        else:
+            self.writer = WriterMark(previous + 1, secrets.token_hex(8))
         self._headers = writer_headers(self.writer)
         self._synced = self._next
         self._bodies: list[bytes] = []
