@@ -84,6 +84,7 @@ def _client_of(text: str) -> str:
 
 
 _RDKAFKA = logging.getLogger("eventlog.kafka.rdkafka")
+_RDKAFKA.addHandler(logging.NullHandler())  # silent unless the application configures logging
 _THROTTLE = _Throttle()
 _RDKAFKA.addFilter(_THROTTLE)
 

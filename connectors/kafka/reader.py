@@ -37,9 +37,10 @@ if TYPE_CHECKING:
 _BATCH = 500
 
 
-def new_consumer(log: "KafkaLog") -> Consumer:
+def new_consumer(log: "KafkaLog", error_cb=None) -> Consumer:  # noqa: ANN001 - librdkafka's callback
     """A consumer for explicit assignment: never joins a group, never commits."""
-    return Consumer(log.target.consumer(**{
+    extra = {"error_cb": error_cb} if error_cb is not None else {}
+    return Consumer(log.target.consumer(**extra, **{
         "group.id": f"eventlog-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
         "enable.partition.eof": True,
@@ -137,6 +138,8 @@ class KafkaPartReader(PartReader):
         self._end = -1  # the highest partition end (EOF offset) seen so far
         self._opening = False  # the first record of a read from the partition's start must be the header
         self._history = WriterHistory(stream, part)
+        self._down_since: float | None = None  # when the consumer last lost every broker (None: it has one)
+        self._down_why = ""
         self.duplicates = 0
         """Events dropped because their sequence id had been read already (producer retries)."""
 
@@ -164,10 +167,22 @@ class KafkaPartReader(PartReader):
                                     f"recreated or truncated)", stream=self.stream, part=part, seq=self._start,
                                     offset=hi)
             offset = log.offset_for_seq(self.stream, part, self._start)
-        consumer = new_consumer(log)
+        consumer = new_consumer(log, self._on_error)
         consumer.assign([TopicPartition(self._topic, part, offset)])
         self._position = offset
         return consumer
+
+    def _on_error(self, err) -> None:  # noqa: ANN001 - librdkafka's KafkaError
+        if err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT):
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+            self._down_why = err.str()
+
+    def _check_cluster(self) -> None:
+        """A following reader whose cluster has been gone for the log's timeout fails instead of waiting."""
+        if self._down_since is not None and time.monotonic() - self._down_since > self._log.timeout:
+            e = self._log.unavailable(f"reading stream {self.stream!r} part {self.part}: {self._down_why}")
+            raise type(e)(e.reason, stream=self.stream, part=self.part, offset=self._position)
 
     def __iter__(self) -> Iterator[Entry]:
         self.tail_problem = None
@@ -181,7 +196,10 @@ class KafkaPartReader(PartReader):
                 # drain what is queued without waiting; an iteration that yielded events returns then (so a
                 # live part is not held back), one that yielded nothing waits for data or the partition EOF
                 msgs = consumer.consume(_BATCH, timeout=0)
-                if not msgs:
+                if msgs:
+                    self._down_since = None  # it reached a broker
+                else:
+                    self._check_cluster()
                     if self._at_eof or yielded:
                         return
                     msgs = consumer.consume(1, timeout=0.05)

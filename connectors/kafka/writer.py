@@ -76,6 +76,8 @@ class KafkaPartWriter(PartWriter):
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
+                # a record the cluster did not take within the log's timeout fails its sync (DeliveryError)
+                "message.timeout.ms": int(min(log.timeout, 60.0) * 1000),
                 "transactional.id": self.transactional_id,
                 "error_cb": self._on_error,
                 "logger": _rdkafka_log,  # a fenced producer's fatal error is ours to raise, not to print

@@ -1,0 +1,100 @@
+"""A Kafka cluster that does not answer gives one clear, typed error within the log's timeout
+(``eventlog.timeout``), never a flood of librdkafka lines, whether it was never there or dies mid-run."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from capture import Capture
+from eventlog import ClusterUnavailableError, DeliveryError, InvalidURIError, open_log
+from replay import Replayer
+from tests.kafka_cluster import KafkaCluster
+from tests.test_cli_entry import ENV, MODULE
+
+SCHEMA = pa.schema([("a", pa.int64())])
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_cli_says_one_line_within_the_timeout():
+    """A real process: librdkafka writes its own lines straight to the process's stderr unless told not to."""
+    uri = f"kafka://127.0.0.1:{closed_port()}/x?eventlog.timeout=2"
+    started = time.monotonic()
+    r = subprocess.run([*MODULE, "ls", uri], capture_output=True, text=True, env=ENV, timeout=60)
+    took = time.monotonic() - started
+    assert r.returncode != 0 and took < 10, (r.returncode, took)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "did not answer within 2 s" in lines[0] and "127.0.0.1" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("call", ["streams", "capture", "replay", "follow"])
+def test_every_entry_point_raises_the_typed_error_quietly(call, capfd):
+    uri = f"kafka://127.0.0.1:{closed_port()}/x?eventlog.timeout=1.5"
+    calls = {
+        "streams": lambda: open_log(uri).streams(),
+        "capture": lambda: Capture(uri, "s", 0, 1, schema=SCHEMA),
+        "replay": lambda: list(Replayer(uri, "s")),
+        "follow": lambda: list(Replayer(uri, "s", follow=True, timeout=30)),
+    }
+    started = time.monotonic()
+    with pytest.raises(ClusterUnavailableError, match=r"did not answer within 1.5 s"):
+        calls[call]()
+    assert time.monotonic() - started < 6
+    assert "rdkafka" not in capfd.readouterr().err
+
+
+def test_the_timeout_setting_is_checked():
+    for bad in ("0", "-1", "x", "1e9"):
+        with pytest.raises(InvalidURIError, match="eventlog.timeout"):
+            open_log(f"kafka://127.0.0.1:9/x?eventlog.timeout={bad}")
+    assert open_log("kafka://127.0.0.1:9/x?eventlog.timeout=7").timeout == 7.0
+    assert open_log("kafka://127.0.0.1:9/x?eventlog.timeout=7", timeout=3).timeout == 3.0
+    assert open_log("kafka://127.0.0.1:9/x").timeout == 30.0
+
+
+def test_a_broker_killed_mid_run_fails_the_writer_and_the_follower_within_the_timeout(tmp_path, capfd):
+    cluster = KafkaCluster(port=19392, brokers=1, data=str(tmp_path / "kafka"))
+    cluster.start()
+    try:
+        uri = f"kafka://{cluster.bootstrap}/mr{uuid.uuid4().hex[:6]}?eventlog.timeout=3"
+        cap = Capture(uri, "s", 0, 1, schema=SCHEMA)
+        cap.send(0, [{"a": 1}])
+        cap.advance_to(1)
+        outcome: dict = {}
+
+        def follow() -> None:
+            started = time.monotonic()
+            try:
+                for _ in Replayer(uri, "s", follow=True, timeout=120):
+                    pass
+            except Exception as e:  # noqa: BLE001 - checked below
+                outcome["error"], outcome["seconds"] = e, time.monotonic() - started
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        time.sleep(1.0)
+        cluster.kill(1)
+        killed = time.monotonic()
+        cap.send(1, [{"a": 2}])
+        with pytest.raises(DeliveryError, match="not committed"):
+            cap.advance_to(2)
+        assert time.monotonic() - killed < 3 + 5
+        follower.join(30)
+        assert not follower.is_alive(), "the follower waits on a dead cluster"
+        assert isinstance(outcome.get("error"), ClusterUnavailableError), outcome
+        assert "stream 's' part 0" in str(outcome["error"])
+        assert "rdkafka" not in capfd.readouterr().err
+    finally:
+        cluster.stop(keep_data=False)
