@@ -145,6 +145,8 @@ class KafkaChannelStore(ChannelStore):
         self._producer: Producer | None = None
         self._errors: list[str] = []
         self._trim_supported = True
+        self._trim_failures = 0          # trims failed in a row (transient errors)
+        self._trim_retry_at = 0.0        # monotonic time before which trims are skipped
         limit = int(self.target.settings.get("message.max.bytes", 1_000_000))
         self.max_bundle_bytes = limit - 1024   # the record's own framing
 
@@ -207,17 +209,28 @@ class KafkaChannelStore(ChannelStore):
         return _KafkaTail(self, self.topic(generation), channels)
 
     def delete_before(self, topic: str, partition: int, offset: int) -> None:
-        """Delete a partition's records before ``offset`` (ignored by brokers that do not support it)."""
-        if not self._trim_supported:
+        """Delete a partition's records before ``offset``. Trimming is an optimisation: a failure that may pass
+        (a leader change, a timeout) skips it for a while (backoff 1 s … 60 s; a later trim deletes everything
+        before its own, later offset), one that cannot (a broker without DeleteRecords, a policy or ACL that
+        forbids it) switches it off, logged once."""
+        if not self._trim_supported or time.monotonic() < self._trim_retry_at:
             return
         try:
             futures = self._admin.delete_records([TopicPartition(topic, partition, offset)],
                                                  request_timeout=self.timeout)
             for f in futures.values():
                 f.result(self.timeout)
-        except Exception as e:  # noqa: BLE001 - trimming is an optimisation; some brokers lack DeleteRecords
-            _log.info("kafka channel trim not supported (%s); old records stay until retention", e)
-            self._trim_supported = False
+        except Exception as e:  # noqa: BLE001 - classified below; never fails the checkpoint
+            if _trim_forbidden(e):
+                _log.warning("kafka channel trim switched off (%s); old records stay until retention", e)
+                self._trim_supported = False
+            else:
+                self._trim_failures += 1
+                delay = min(60.0, 2.0 ** (self._trim_failures - 1))
+                self._trim_retry_at = time.monotonic() + delay
+                _log.info("kafka channel trim failed (%s); retrying in %.0f s", e, delay)
+            return
+        self._trim_failures = 0
 
     def drop_generations(self, below: int) -> None:
         head = self.target.topic(f"{_SAFE.sub('_', self.job)}.g")
@@ -237,3 +250,15 @@ class KafkaChannelStore(ChannelStore):
 
     def __repr__(self) -> str:
         return f"KafkaChannelStore({self.uri!r}, job={self.job!r})"
+
+
+_TRIM_FORBIDDEN = {KafkaError.UNSUPPORTED_VERSION, KafkaError.POLICY_VIOLATION, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                   KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.INVALID_REQUEST}
+
+
+def _trim_forbidden(e: BaseException) -> bool:
+    """True for a DeleteRecords failure that will never succeed on this cluster (no such API, a policy, ACLs)."""
+    if isinstance(e, (AttributeError, NotImplementedError, TypeError)):  # a client without delete_records
+        return True
+    err = e.args[0] if isinstance(e, KafkaException) and e.args else None
+    return getattr(err, "code", lambda: None)() in _TRIM_FORBIDDEN

@@ -202,3 +202,38 @@ def test_kafka_channel_topics_per_generation(kafka_uri):
         time.sleep(0.1)
     assert store.topic(1) not in admin.list_topics(timeout=10).topics
     store.close()
+
+
+def test_kafka_trim_survives_a_leader_change_and_stops_only_when_forbidden(monkeypatch):
+    """delete_records failing with a transient error (a leader change) backs off and trims again later; a
+    broker or policy that forbids it switches trimming off (runtime/channels_kafka.py)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from runtime.channels_kafka import KafkaChannelStore
+
+    class FakeAdmin:
+        def __init__(self, outcomes):
+            self.outcomes, self.calls = list(outcomes), []
+
+        def delete_records(self, parts, request_timeout=None):
+            self.calls.append(parts[0].offset)
+            outcome = self.outcomes.pop(0)
+            if outcome is not None:
+                raise KafkaException(KafkaError(outcome))
+
+            class Done:
+                def result(self, timeout=None):
+                    return None
+            return {parts[0]: Done()}
+
+    store = KafkaChannelStore("kafka://127.0.0.1:9/x", "job")
+    store._admin = FakeAdmin([KafkaError.NOT_LEADER_FOR_PARTITION, None, KafkaError.POLICY_VIOLATION])
+    store.delete_before("t", 0, 10)           # a leader change: skipped, not switched off
+    assert store._trim_supported and store._admin.calls == [10]
+    store.delete_before("t", 0, 20)           # within the backoff: not even tried
+    assert store._admin.calls == [10]
+    store._trim_retry_at = 0.0                # the backoff passed
+    store.delete_before("t", 0, 30)           # succeeds (deletes everything before 30)
+    store.delete_before("t", 0, 40)           # a policy forbids it: off for good
+    store.delete_before("t", 0, 50)
+    assert store._admin.calls == [10, 30, 40] and not store._trim_supported
