@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from eventlog import bundle
 
+from .barrier import decode_barrier
 from .channels import CHANNEL_READ_CHUNK, ChannelAppender, ChannelStore, ChannelTail, local_path
 from .errors import ChannelError
 
@@ -114,7 +115,7 @@ class _FileTail(ChannelTail):
                     if pos != total:
                         raise ChannelError(f"bytes after a barrier in channel {ch.name!r}",
                                            path=_segment_path(ch.dir, ch.segment), offset=pos)
-                    ckpt = int.from_bytes(b.payload(0)[:8], "little")
+                    ckpt = decode_barrier(b.payload(0), channel=ch.name)
                     ch.done_segments.append((ch.segment, ckpt))
                     os.close(ch.fd)
                     ch.fd = None

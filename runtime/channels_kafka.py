@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.kafka.config import parse_kafka_uri
 from eventlog import bundle
 
+from .barrier import decode_barrier
 from .channels import ChannelAppender, ChannelStore, ChannelTail
 from .errors import ChannelError
 
@@ -112,7 +113,7 @@ class _KafkaTail(ChannelTail):
                 raise ChannelError(f"bad bundle in channel {self._names.get(p)!r}: {e}",
                                    offset=m.offset()) from None
             if b.type == bundle.BARRIER:
-                ckpt = int.from_bytes(b.payload(0)[:8], "little")
+                ckpt = decode_barrier(b.payload(0))
                 self._barrier_offsets[p].append((ckpt, m.offset()))
             out.append((p, b))
         return out

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 from eventlog import bundle
 from eventlog.antichain import Antichain, MutableAntichain
 
+from .barrier import decode_barrier
 from .channels import ChannelTail
 from .errors import ChannelError
 from .payload import FINISHED_TS, decode_batch
@@ -132,7 +133,7 @@ class ChannelReader:
             self.messages += b.count - skip
             ch.last_id = b.last_id
         elif b.type == bundle.BARRIER:
-            ckpt = int.from_bytes(b.payload(0)[:8], "little")
+            ckpt = decode_barrier(b.payload(0), channel=ch.name)
             if ckpt <= ch.last_barrier:
                 return  # a duplicate barrier
             if b.last_id != ch.last_id:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from eventlog import bundle
 
+from .barrier import MAX_BUNDLE_MESSAGES, encode_barrier
 from .channels import ChannelAppender
 from .errors import JobAbortedError
 from .payload import FINISHED_TS
@@ -45,10 +46,13 @@ class WriterSettings:
     ) -> None:
         if capacity <= 0 or bundle_messages <= 0 or bundle_bytes <= 0 or channel_capacity <= 0:
             raise ValueError("writer sizes must be positive")
+        if bundle_messages > MAX_BUNDLE_MESSAGES:
+            raise ValueError(f"bundle_messages {bundle_messages} is over {MAX_BUNDLE_MESSAGES}, the most a bundle holds "
+                             "(Ray Streaming's reader limit; schemas/BUNDLE.md)")
         self.capacity = capacity
         """Bytes of message payloads a writer's ring holds before the user thread blocks."""
         self.bundle_messages = bundle_messages
-        """Most messages in one bundle."""
+        """Most messages in one bundle (at most ``barrier.MAX_BUNDLE_MESSAGES``, 2048)."""
         self.bundle_bytes = bundle_bytes
         """A bundle is cut once its payloads reach this many bytes."""
         self.bundle_delay = bundle_delay
@@ -221,7 +225,7 @@ class ChannelWriter:
             self.sent_bytes += k
             self.bundles += 1
         if barrier is not None:
-            data = bundle.encode([barrier.to_bytes(8, "little")], bundle_ts=ts, bundle_type=bundle.BARRIER,
+            data = bundle.encode([encode_barrier(barrier)], bundle_ts=ts, bundle_type=bundle.BARRIER,
                                  last_id=self._sent_id)
             self._appender.append(data, barrier=True)
             self.sent_bytes += len(data)

@@ -87,6 +87,16 @@ def vectors() -> dict[str, tuple[str, bytes, dict[str, Any]]]:
         expect_valid(TS, 42, BARRIER, [(42, MSG_BARRIER, bar)]),
     )
 
+    # BARRIER with the runtime's payload since Ray compatibility (runtime/barrier.py): Ray Streaming's
+    # StreamingBarrierHeader, u32 barrier type 0 (GlobalBarrier) then u64 barrier id 5, no carried data.
+    ray = struct.pack("<IQ", 0, 5)
+    assert ray.hex() == "00000000" + "0500000000000000"
+    out["ray_barrier"] = (
+        "BARRIER bundle after data id 1, payload in Ray's layout: u32 barrier type 0 (global), u64 barrier id 5",
+        bundle(0, 1, BARRIER, [message(ray, 1, MSG_BARRIER)]),
+        expect_valid(0, 1, BARRIER, [(1, MSG_BARRIER, ray)]),
+    )
+
     # BUNDLE of three messages, ids 40..42, three types, an empty and a > 12-byte payload.
     msgs = [
         (40, MSG_DATA, b"alpha"),
