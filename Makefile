@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test venv bench clean
+.PHONY: demo demo-handoff test venv bench clean
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,16 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py --log ./demo-log
+	@echo "next: make demo-handoff   (job A -> Apache Kafka -> job B, with job A killed and restarted)"
+
+DEMO_KAFKA_PORT ?= 19692
+
+# the cross-job handoff on Apache Kafka, started for the walkthrough and stopped after it: job B follows while
+# job A is SIGKILLed mid-way and restarted; job B still sees every epoch once (README, "Cross-job handoff")
+demo-handoff: $(STAMP)
+	$(PY) tools/kafka-broker start --port $(DEMO_KAFKA_PORT)
+	$(PY) examples/handoff/walkthrough.py --bootstrap 127.0.0.1:$(DEMO_KAFKA_PORT); rc=$$?; \
+	$(PY) tools/kafka-broker stop --port $(DEMO_KAFKA_PORT); exit $$rc
 
 KAFKA_PORT ?= 19092
 
