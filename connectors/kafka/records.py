@@ -13,62 +13,41 @@
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
 from eventlog import bundle
 from eventlog.errors import CorruptLogError
 from eventlog.header import StreamHeader
+from eventlog.writer_mark import EPOCH_KEY, MAX_EPOCH, WRITER_KEY, WriterMark, parse_mark
+
+__all__ = ["EPOCH_HEADER", "MAX_EPOCH", "WRITER_HEADER", "WriterMark", "decode_record", "events_record", "header_of",
+           "header_record", "is_header", "writer_headers", "writer_mark"]
 
 
-EPOCH_HEADER = "eventlog.epoch"
+EPOCH_HEADER = EPOCH_KEY
 """Record header holding the writer epoch of a data record (decimal ASCII)."""
-WRITER_HEADER = "eventlog.writer"
+WRITER_HEADER = WRITER_KEY
 """Record header holding the id of the writer instance that produced a data record (ASCII)."""
-MAX_EPOCH = 2**63 - 1
-_EPOCH = re.compile(rb"0|[1-9][0-9]{0,18}")
-_WRITER = re.compile(rb"[!-~]{1,64}")  # printable ASCII without spaces, bounded
-
-
-@dataclass(frozen=True)
-class WriterMark:
-    """Who wrote a data record: the writer epoch and the writer instance's id (None when not recorded)."""
-
-    epoch: int
-    writer: str | None
 
 
 def writer_headers(mark: WriterMark) -> list[tuple[str, bytes]]:
     """The Kafka record headers of the data records a writer produces."""
-    out = [(EPOCH_HEADER, str(mark.epoch).encode())]
-    if mark.writer is not None:
-        out.append((WRITER_HEADER, mark.writer.encode()))
-    return out
+    return mark.items()
 
 
 def writer_mark(headers: "Sequence[tuple[str, bytes | None]] | None", *, stream: str, part: int,
                 offset: int) -> WriterMark:
     """The writer of a data record from its Kafka headers (epoch 0 and no id when absent); a malformed
     value raises CorruptLogError naming the Kafka offset. When a header repeats, the last one counts."""
-    epoch, writer = 0, None
+    values: dict[str, bytes | None] = {}
     for key, value in headers or ():
-        if key == EPOCH_HEADER:
-            if value is None or not _EPOCH.fullmatch(value) or int(value) > MAX_EPOCH:
-                raise CorruptLogError(f"record at kafka offset {offset} has a malformed {EPOCH_HEADER} header "
-                                      f"{_show(value)}", stream=stream, part=part, offset=offset)
-            epoch = int(value)
-        elif key == WRITER_HEADER:
-            if value is None or not _WRITER.fullmatch(value):
-                raise CorruptLogError(f"record at kafka offset {offset} has a malformed {WRITER_HEADER} header "
-                                      f"{_show(value)}", stream=stream, part=part, offset=offset)
-            writer = value.decode("ascii")
-    return WriterMark(epoch, writer)
-
-
-def _show(value: bytes | None) -> str:
-    return "(null)" if value is None else repr(bytes(value[:40])) + ("…" if len(value) > 40 else "")
+        if key in (EPOCH_HEADER, WRITER_HEADER):
+            values[key] = value
+    return parse_mark(values.get(EPOCH_HEADER), values.get(WRITER_HEADER),
+                      what=f"record at kafka offset {offset}",
+                      present=(EPOCH_HEADER in values, WRITER_HEADER in values),
+                      stream=stream, part=part, offset=offset)
 
 
 def header_record(header: StreamHeader) -> bytes:
