@@ -66,3 +66,15 @@ def test_a_committed_message_blocked_behind_an_uncommitted_one_fails_the_export(
     assert "part 0 holds records at time 3" in r.stderr and "--uncommitted" in r.stderr
     replay_cli("export", root, "s", tmp_path / "x.parquet", "--uncommitted")
     assert pq.read_table(tmp_path / "x.parquet").column("v").to_pylist() == ["earlier"]
+
+
+def test_verify_reports_void_and_held_events_as_information(tmp_path):
+    root = str(tmp_path / "log")
+    restarted_part(root)
+    r = replay_cli("verify", root, "--json")
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True
+    (part,) = doc["parts"]
+    assert (part["void"], part["held"]) == (1, 1)
+    r = replay_cli("verify", root)
+    assert "1 void (a writer restarted mid-time)" in r.stdout and "1 held back" in r.stdout

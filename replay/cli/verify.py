@@ -29,6 +29,7 @@ from eventlog.errors import CorruptLogError, EventLogError, ProgressError, Seque
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartStats
+from replay.committed import CommittedPart
 from replay.rules import PartProgress
 
 from ._common import (
@@ -98,6 +99,11 @@ class PartReport:
     frontier: Antichain | None = None
     """The part's frontier, None when it could not be followed (damage or missing events)."""
     problems: list[Problem] = field(default_factory=list)
+    void: int = 0
+    """Messages events a reader drops as void: a writer restarted before completing their time (FORMAT.md §1.1).
+    Information, not a problem."""
+    held: int = 0
+    """Events a committed reader holds back at the end (uncommitted: times the part has not completed)."""
     truncated: bool = False
     """True when verify stopped reading the part after ``MAX_PROBLEMS_PER_PART`` problems (more may follow)."""
 
@@ -111,6 +117,21 @@ class _PartChecker:
         self.rules: PartProgress | None = (
             PartProgress(header.time_type.minimum, stream=header.stream, part=report.part) if track_progress else None
         )
+        self.committed: CommittedPart | None = (
+            CommittedPart(header.time_type.minimum, stream=header.stream, part=report.part) if track_progress else None
+        )
+
+    def follow_epochs(self, entry: Entry, epoch: int) -> None:
+        """Count what a committed reader would void or hold back (stops at the first broken rule, which
+        ``check`` reports)."""
+        if self.committed is None:
+            return
+        try:
+            self.committed.push(entry, epoch)
+        except EventLogError:
+            self.committed = None
+            return
+        self.report.void, self.report.held = self.committed.voided, self.committed.held
 
     def problem(self, kind: str, message: str, seq: int, **where: Any) -> None:
         self.report.problems.append(Problem(kind, message, self.header.stream, self.report.part, seq, **where))
@@ -118,6 +139,7 @@ class _PartChecker:
     def lose_track(self) -> None:
         """Stop checking progress rules: events were skipped, so the frontier is unknown."""
         self.rules = None
+        self.committed = None
 
     def check(self, entry: Entry, locate: Callable[[int], tuple[str | None, int | None]]) -> None:
         """Check one event; ``locate(seq)`` gives the file and byte offset of an event (for reports)."""
@@ -263,6 +285,7 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Callable[[in
                     expected = report.last_seq = entry.seq
                     expected += 1
                     checker.check(entry, locate)
+                    checker.follow_epochs(entry, reader.epoch)
                 if not read:
                     break
             if reader.tail_problem:
@@ -496,7 +519,8 @@ def verify(uri: str, stream: str | None, as_json: bool) -> None:
             "ok": not problems,
             "parts": [{"stream": r.stream, "part": r.part, "events": r.events, "last_seq": r.last_seq,
                        "frontier": frontier_json(r.frontier) if r.frontier is not None else None,
-                       "problems": len(r.problems), "truncated": r.truncated} for r in reports],
+                       "problems": len(r.problems), "truncated": r.truncated, "void": r.void, "held": r.held}
+                      for r in reports],
             "problems": [p.to_json() for p in problems],
         })
     else:
@@ -527,6 +551,10 @@ def _print_report(log: Log, reports: list[PartReport], problems: list[Problem], 
             status = Text("ok", style="green") if not r.problems else Text(
                 f"{len(r.problems)} problem(s)" + (" (stopped reading: more may follow)" if r.truncated else ""),
                 style="red")
+            notes = ([f"{r.void} void (a writer restarted mid-time)"] if r.void else []) + (
+                [f"{r.held} held back (times not complete)"] if r.held else [])
+            if notes:
+                status.append(", " + ", ".join(notes), style="dim")
             f = frontier_text(r.frontier) if r.frontier is not None else "unknown"
             table.add_row(Text(r.stream), str(r.part), str(r.events), str(r.last_seq), Text(f), status)
         out.append(table)
