@@ -187,7 +187,8 @@ class KafkaChannelStore(ChannelStore):
 
     def prepare(self, generation: int, channels: Sequence[str]) -> None:
         topic = self.topic(generation)
-        futures = self._admin.create_topics([NewTopic(topic, num_partitions=max(1, len(channels)))])
+        rf = self.target.replication_factor if self.target.replication_factor is not None else -1
+        futures = self._admin.create_topics([NewTopic(topic, num_partitions=max(1, len(channels)), replication_factor=rf)])
         try:
             futures[topic].result(self.timeout)
         except KafkaException as e:

@@ -98,3 +98,24 @@ def test_a_broker_killed_mid_run_fails_the_writer_and_the_follower_within_the_ti
         assert "rdkafka" not in capfd.readouterr().err
     finally:
         cluster.stop(keep_data=False)
+
+
+def test_the_replication_factor_setting_reaches_every_topic_eventlog_creates(kafka_cluster3):
+    """``eventlog.replication.factor`` in the URI: stream topics and runtime channel topics alike."""
+    from confluent_kafka.admin import AdminClient
+
+    from runtime.channels_kafka import KafkaChannelStore
+
+    bs = kafka_cluster3.bootstrap
+    prefix = f"rf{uuid.uuid4().hex[:6]}"
+    uri = f"kafka://{bs}/{prefix}?eventlog.replication.factor=2"
+    Capture(uri, "s", 0, 2, schema=SCHEMA).close()
+    store = KafkaChannelStore(uri, "job")
+    store.prepare(1, ["a.0-b.0"])
+    store.close()
+    md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=30)
+    mine = {t: m for t, m in md.topics.items() if t.startswith(prefix)}
+    assert len(mine) == 2, sorted(mine)
+    assert all(len(p.replicas) == 2 for m in mine.values() for p in m.partitions.values())
+    with pytest.raises(InvalidURIError, match="replication.factor"):
+        open_log(f"kafka://{bs}/x?eventlog.replication.factor=0")

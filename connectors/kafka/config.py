@@ -14,6 +14,9 @@ Two settings are eventlog's own, not librdkafka's (FORMAT.md "Kafka log"):
 * ``eventlog.transactional.id.prefix`` (``eventlog`` by default): part writers use the transactional id
   ``<prefix>.<topic>.<part>``; set it where the cluster's ACLs grant transactional ids by prefix.
 
+* ``eventlog.replication.factor`` (the broker's ``default.replication.factor`` by default): replicas of the
+  topics eventlog creates — stream topics, the runtime's channel topics and its Kafka outputs alike
+  (``open_log(uri, replication_factor=…)`` overrides it for a log).
 * ``eventlog.timeout`` (seconds, 30 by default): how long a call waits for the cluster before it fails
   with ``ClusterUnavailableError`` (``open_log(uri, timeout=…)`` overrides it).
 
@@ -103,6 +106,7 @@ def last_complaint(bootstrap: str) -> str | None:
 _TRANSACTIONS = "eventlog.transactions"
 _TXN_PREFIX = "eventlog.transactional.id.prefix"
 _TIMEOUT = "eventlog.timeout"
+_REPLICATION = "eventlog.replication.factor"
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -119,6 +123,8 @@ class KafkaTarget:
     transactional_id_prefix: str = "eventlog"
     timeout: float | None = None
     """Seconds a call waits for the cluster (``eventlog.timeout``; None: the log's default)."""
+    replication_factor: int | None = None
+    """Replicas of the topics eventlog creates (``eventlog.replication.factor``; None: the broker's default)."""
 
     def transactional_id(self, topic: str, part: int) -> str:
         """The transactional id of the writer of one part: one per (topic, part), so a new writer of the
@@ -179,7 +185,13 @@ def parse_kafka_uri(uri: str, config: dict[str, Any] | None = None) -> KafkaTarg
         if not 0 < timeout <= 86400:
             raise InvalidURIError(f"{_TIMEOUT} must be seconds in (0, 86400], got {settings.get(_TIMEOUT, timeout)!r}: "
                                   f"{uri!r}")
-    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix, timeout)
+    rf = settings.pop(_REPLICATION, None)
+    if rf is not None:
+        text = str(rf).strip()
+        if not text.isdigit() or not 1 <= int(text) <= 32767:
+            raise InvalidURIError(f"{_REPLICATION} must be a replica count from 1, got {rf!r}: {uri!r}")
+        rf = int(text)
+    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix, timeout, rf)
 
 
 def _flag(value: Any, uri: str) -> bool:

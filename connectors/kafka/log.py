@@ -80,7 +80,7 @@ class KafkaLog(Log):
         """Seconds every wait on the cluster may take before ClusterUnavailableError (or a delivery error)."""
         self.bundle_bytes = bundle_bytes
         self.bundle_events = bundle_events
-        self.replication_factor = replication_factor
+        self.replication_factor = replication_factor if replication_factor is not None else self.target.replication_factor
         try:
             self._admin = AdminClient(self.target.admin())
         except KafkaException as e:
