@@ -44,12 +44,13 @@ class CommittedPart:
     """The committed view of one part (module doc). ``push`` one entry at a time; it returns the entries
     released by it, in sequence order."""
 
-    __slots__ = ("stream", "part", "_raw", "_held", "_queued_progress", "_epoch", "voided", "voided_times")
+    __slots__ = ("stream", "part", "_raw", "_held", "_times", "_queued_progress", "_epoch", "voided", "voided_times")
 
     def __init__(self, minimum: Time, *, stream: str | None = None, part: int | None = None) -> None:
         self.stream, self.part = stream, part
         self._raw = PartProgress(minimum, stream=stream, part=part)
         self._held: collections.deque[Entry] = collections.deque()
+        self._times: collections.Counter = collections.Counter()  # held Messages events per time
         self._queued_progress = 0  # Progress events in the held queue (they wait behind a message they pass)
         self._epoch: int | None = None
         self.voided = 0
@@ -78,13 +79,11 @@ class CommittedPart:
 
     def held_times(self) -> list[Time]:
         """The times of the uncommitted Messages events held back, sorted."""
-        return sorted({e.event.time for e in self._held if isinstance(e.event, Messages)
-                       and self._raw.less_equal(e.event.time)})
+        return sorted(t for t in self._times if self._raw.less_equal(t))
 
     def held_committed_times(self) -> list[Time]:
         """The times of committed Messages events held back behind an uncommitted one, sorted."""
-        return sorted({e.event.time for e in self._held if isinstance(e.event, Messages)
-                       and not self._raw.less_equal(e.event.time)})
+        return sorted(t for t in self._times if not self._raw.less_equal(t))
 
     def push(self, entry: Entry, epoch: int) -> list[Entry]:
         """Take the part's next entry (``epoch``: its writer epoch); return the entries released now."""
@@ -97,6 +96,7 @@ class CommittedPart:
         if isinstance(ev, Messages):
             self._raw.messages(entry.seq, ev.time)
             self._held.append(entry)
+            self._times[ev.time] += 1
             return out
         self._raw.progress(entry.seq, ev.updates)
         if not self._held:
@@ -119,15 +119,24 @@ class CommittedPart:
             if isinstance(ev, Messages):
                 if not self._committed(ev):
                     break
+                self._untime(ev.time)
             else:
                 self._queued_progress -= 1
             out.append(held.popleft())
-        if self._queued_progress and not any(isinstance(e.event, Messages) and self._committed(e.event) for e in held):
+        # a check per distinct held time, not per held message
+        if self._queued_progress and all(self._raw.less_equal(t) for t in self._times):
             out.extend(e for e in held if not isinstance(e.event, Messages))
             kept = [e for e in held if isinstance(e.event, Messages)]
             held.clear()
             held.extend(kept)
             self._queued_progress = 0
+
+    def _untime(self, t: Time) -> None:
+        left = self._times[t] - 1
+        if left:
+            self._times[t] = left
+        else:
+            del self._times[t]
 
     def _end_incarnation(self) -> list[Entry]:
         """A higher epoch arrived: release the held suffix without its void (uncommitted) Messages."""
@@ -140,6 +149,7 @@ class CommittedPart:
                 continue
             out.append(e)
         self._held.clear()
+        self._times.clear()
         self._queued_progress = 0
         return out
 
