@@ -92,10 +92,12 @@ class _Part:
     @property
     def position(self) -> int:
         """The sequence id of the first entry not yet taken (released or held), or after the last read."""
+        candidates = [self.raw_last + 1]
         if self.buffer:
-            return self.buffer[0].seq
-        held = self.committed.first_held if self.committed is not None else None
-        return held if held is not None else self.raw_last + 1
+            candidates.append(self.buffer[0].seq)
+        if self.committed is not None and self.committed.first_held is not None:
+            candidates.append(self.committed.first_held)  # a Progress event released ahead of it may come first
+        return min(candidates)
 
 
 def order_key(event: Event, minimum: Time) -> Time:

@@ -107,3 +107,28 @@ def test_resuming_at_any_position_releases_exactly_the_rest(history, data):
             resumed.restore(entry.event.updates, entry.seq)
     after = _run(resumed, [(e, ep) for e, ep in entries if e.seq >= position])
     assert _tags(before) + _tags(after) == whole
+
+
+def test_a_replayer_resumes_before_a_held_message_even_when_progress_went_ahead(tmp_path):
+    """A Progress event released ahead of a held message does not move the position past that message."""
+    from capture import Capture
+    from replay import Replayer
+
+    import pyarrow as pa
+
+    root = str(tmp_path / "log")
+    cap = Capture(root, "s", 0, 1, schema=pa.schema([("tag", pa.int64())]))
+    cap.send(3, [{"tag": 1}])   # seq 1: held (time 3 not complete)
+    cap.advance_to(2)            # seq 2: passes nothing held: released ahead of it
+    with Replayer(root, "s") as r:
+        r._poll()  # read ahead: the Progress event is released (buffered), the message held
+        assert r.position == {0: 1}
+        events = list(r)
+        assert [type(e).__name__ for e in events] == ["Progress"]
+        position = r.position
+    assert position == {0: 1}
+    cap.advance_to(4)            # seq 3: commits the message at 3
+    cap.close()
+    with Replayer(root, "s", start=position) as r:
+        got = [t for t, table in r.completed() for _ in table.to_pylist()]
+    assert got == [3]
