@@ -40,7 +40,9 @@ from .records import WriterMark, header_of, header_record, is_header
 from .writer import KafkaPartWriter
 
 _SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-             KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
+             KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+             # a leader that just took over after a broker or cluster restart, before it caught up
+             KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
 _HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
 
 

@@ -110,6 +110,8 @@ def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, o
                 if err.code() in _UNKNOWN and time.monotonic() < deadline:
                     _check_gone(log, err, stream, part, topic)
                     continue
+                if err.retriable() and time.monotonic() < deadline:  # a leader settling after a restart
+                    continue
                 raise EventLogError(f"kafka read error: {err.str()}", stream=stream, part=part)
             offset = m.offset()
             yield Record(offset, decode_record(m.value(), stream=stream, part=part, offset=offset), m.headers())
@@ -220,6 +222,8 @@ class KafkaPartReader(PartReader):
                         raise lost_position(err, self.stream, self.part, self._topic, self._position)
                     if err.code() in _UNKNOWN and time.monotonic() < deadline:
                         _check_gone(self._log, err, self.stream, self.part, self._topic)
+                        continue
+                    if err.retriable() and time.monotonic() < deadline:  # a leader settling after a restart
                         continue
                     raise EventLogError(f"kafka read error: {err.str()}", stream=self.stream, part=self.part)
                 self._at_eof = False
