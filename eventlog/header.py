@@ -27,10 +27,11 @@ from .limits import MAX_HEADER_BYTES, MAX_PEERS, MAX_SCHEMA_DEPTH, MAX_SCHEMA_FI
 from .time import TimeType
 
 FORMAT_VERSION: tuple[int, int] = (1, 2)
-"""The format version this code writes: ``(major, minor)``. See schemas/FORMAT.md, "Version rules"."""
+"""The format version this code writes to file and memory logs: ``(major, minor)``. Kafka logs write
+``connectors.kafka.KAFKA_FORMAT_VERSION`` (2.0). See schemas/FORMAT.md, "Version rules"."""
 
-READABLE_MAJORS: tuple[int, ...] = (1,)
-"""The major versions this code reads. It appends only to streams of ``FORMAT_VERSION``'s major version."""
+READABLE_MAJORS: tuple[int, ...] = (1, 2)
+"""The major versions a stream header may carry (each log kind says which of them its layout defines)."""
 
 CHECKSUM_SINCE: tuple[int, int] = (1, 1)
 """Headers of this format version or newer must carry a ``checksum`` (FORMAT.md section 2)."""
@@ -193,19 +194,19 @@ class StreamHeader:
                 "stream exists with another header: " + "; ".join(diffs), stream=self.stream
             )
 
-    def check_writable(self) -> None:
-        """Raise UnsupportedVersionError if this code may read but not append to the stream: an older major
-        version (its writers kept other promises; ``replay copy`` upgrades it) or a newer minor one."""
-        if self.version[0] < FORMAT_VERSION[0]:
+    def check_writable(self, writes: tuple[int, int] = FORMAT_VERSION) -> None:
+        """Raise UnsupportedVersionError if a writer of format ``writes`` may read but not append to the stream:
+        an older major version (its writers kept other promises; ``replay copy`` upgrades it) or a newer one."""
+        if self.version[0] < writes[0]:
             raise UnsupportedVersionError(
                 f"stream was written with format {self.version[0]}.{self.version[1]}; this eventlog reads it but "
-                f"appends only to format {FORMAT_VERSION[0]}.x streams (upgrade a copy with `replay copy SRC DST`)",
+                f"appends only to format {writes[0]}.x streams here (upgrade a copy with `replay copy SRC DST`)",
                 stream=self.stream,
             )
-        if self.version > FORMAT_VERSION:
+        if self.version > writes:
             raise UnsupportedVersionError(
                 f"stream was written with format {self.version[0]}.{self.version[1]}; this eventlog writes "
-                f"{FORMAT_VERSION[0]}.{FORMAT_VERSION[1]} and may read it but not append to it",
+                f"{writes[0]}.{writes[1]} here and may read it but not append to it",
                 stream=self.stream,
             )
 

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 from .errors import InvalidURIError
 from .events import Entry, Event
-from .header import StreamHeader
+from .header import FORMAT_VERSION, StreamHeader
 
 SYNC_MODES = ("fsync", "flush", "none")
 """Durability of appends at ``sync()`` (``Capture.advance_to``/``close``): ``fsync`` (default) makes them
@@ -113,6 +113,9 @@ class Log(abc.ABC):
     """A place where streams live (a directory, a Kafka cluster, process memory)."""
 
     uri: str
+    format_version: tuple[int, int] = FORMAT_VERSION
+    """The format version this log writes: new streams get it, and writers append only to streams it may
+    append to (``StreamHeader.check_writable``). FORMAT.md "Version rules"."""
 
     @abc.abstractmethod
     def streams(self) -> list[str]:
@@ -124,8 +127,8 @@ class Log(abc.ABC):
 
     @abc.abstractmethod
     def create_stream(self, header: StreamHeader) -> StreamHeader:
-        """Create ``stream`` with ``header``, or check that the stored header matches (HeaderMismatchError);
-        returns the stored header."""
+        """Create ``stream`` with ``header`` (stored with this log's ``format_version``), or check that the
+        stored header matches (HeaderMismatchError); returns the stored header."""
 
     @abc.abstractmethod
     def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> PartWriter:
@@ -160,7 +163,7 @@ def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
     """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``,
     ``kafka://host:port/prefix``, or a ``pyarrow.fs`` URI (``s3://bucket/path``, …). File options: ``sync``
     (``fsync``/``flush``/``none``), ``segment_bytes``, ``filesystem`` (a ``pyarrow.fs.FileSystem``). Kafka
-    options: ``config`` (librdkafka settings), ``timeout``, ``bundle_bytes``, ``bundle_events``,
+    options: ``config`` (librdkafka settings), ``timeout``,
     ``replication_factor`` (see ``connectors.kafka``)."""
     if isinstance(uri, Path) or (isinstance(uri, os.PathLike)):
         uri = os.fspath(uri)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import subprocess
 import sys
 import uuid
 
@@ -77,3 +79,21 @@ def log_uri(request, tmp_path) -> str:
 def encoding(request) -> str:
     """Each event encoding."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def kcat():
+    """Debian's kcat, installed with apt-get when missing (Debian, as root); skipped with the reason otherwise."""
+    path = shutil.which("kcat")
+    if path is None and os.path.exists("/etc/debian_version") and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for cmd in (["apt-get", "install", "-y", "-q", "kcat"], ["apt-get", "update", "-q"],
+                    ["apt-get", "install", "-y", "-q", "kcat"]):
+            subprocess.run(cmd, capture_output=True, env=env, timeout=300)
+            if (path := shutil.which("kcat")) is not None:
+                break
+    if path is None:
+        reason = "kcat is not installed and could not be (needs Debian's apt-get as root): apt-get install -y kcat"
+        print(f"SKIP: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    return path

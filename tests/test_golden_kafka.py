@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import uuid
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from eventlog import open_log
-from replay import Replayer
+from replay import Replayer, copy
 
 from .test_golden import EXPECTED, ROWS, as_tuples
 
@@ -50,7 +53,7 @@ def golden_kafka(kafka_bootstrap):
     return uris
 
 
-@pytest.mark.parametrize("version", ["1.0", "1.2"])
+@pytest.mark.parametrize("version", ["1.0", "1.2", "2.0"])
 @pytest.mark.parametrize("encoding", ["arrow", "avro"])
 @pytest.mark.parametrize("suffix,part", list(EXPECTED))
 def test_golden_kafka_logs_read_the_same(golden_kafka, version, encoding, suffix, part):
@@ -70,11 +73,12 @@ def test_golden_kafka_logs_read_the_same(golden_kafka, version, encoding, suffix
     log.close()
 
 
+@pytest.mark.parametrize("version", ["1.2", "2.0"])
 @pytest.mark.parametrize("encoding", ["arrow", "avro"])
-def test_golden_kafka_restart_reads_committed(golden_kafka, encoding):
-    """Format 1.2: the first incarnation left a committed message at time 1 it never completed; the second
-    re-sent time 1. Committed readers see only the second version; uncommitted ones see both."""
-    log = open_log(golden_kafka["1.2"])
+def test_golden_kafka_restart_reads_committed(golden_kafka, version, encoding):
+    """Formats 1.2 and 2.0: the first incarnation left a committed message at time 1 it never completed; the
+    second re-sent time 1. Committed readers see only the second version; uncommitted ones see both."""
+    log = open_log(golden_kafka[version])
     stream = f"golden-{encoding}-restart"
     entries = list(log.reader(stream, 0))
     assert [e.seq for e in entries] == [1, 2, 3, 4, 5, 6]
@@ -85,3 +89,43 @@ def test_golden_kafka_restart_reads_committed(golden_kafka, encoding):
             if hasattr(ev, "records")]
     assert seen == [(0, [ROWS[1]]), (1, [ROWS[2]]), (1, [ROWS[3], ROWS[4]])]
     log.close()
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.2"])
+def test_older_kafka_streams_are_read_not_appended_and_copy_upgrades_them(golden_kafka, kafka_uri, tmp_path, version):
+    from capture import Capture
+    from eventlog import UnsupportedVersionError
+
+    old = open_log(golden_kafka[version])
+    with pytest.raises(UnsupportedVersionError, match="replay copy") as ei:
+        Capture(old, "golden-arrow", 0, 2)
+    assert ei.value.stream == "golden-arrow"
+    assert [e.seq for e in old.reader("golden-arrow", 0)] == [1, 2, 3, 4, 5]  # refusing wrote nothing
+
+    result = subprocess.run([sys.executable, "-m", "replay.cli", "copy", golden_kafka[version], kafka_uri, "golden-avro"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    new = open_log(kafka_uri)
+    assert new.header("golden-avro").version == (2, 0) and new.header("golden-avro").encoding == "avro"
+
+    def completed(log):
+        h = log.header("golden-avro")
+        return sorted((t, r["id"]) for j in range(h.peers)
+                      for t, tb in Replayer(log, "golden-avro", j, h.peers).completed() for r in tb.to_pylist())
+
+    assert completed(new) == completed(old) == [(0, 1), (0, 2), (1, 7), (2, 3), (5, 4), (5, 5), (5, 6)]
+    files = open_log(tmp_path / "files")  # a file log writes its own version, whatever the source's
+    copy(new, files, "golden-avro")
+    assert files.header("golden-avro").version == (1, 2) and completed(files) == completed(old)
+
+
+def test_a_file_log_refuses_a_header_of_a_major_version_it_does_not_define(tmp_path):
+    from eventlog import StreamHeader, UnsupportedVersionError
+
+    log = open_log(tmp_path / "log")
+    header = StreamHeader("s", 1, pa.schema([("n", pa.int64())]), version=(2, 0))
+    os.makedirs(tmp_path / "log" / "s")
+    (tmp_path / "log" / "s" / "header.json").write_bytes(header.to_json())
+    with pytest.raises(UnsupportedVersionError, match="file logs of format 1.x") as ei:
+        log.header("s")
+    assert ei.value.stream == "s"

@@ -150,9 +150,15 @@ def test_a_newer_major_version_is_unsupported_not_corrupt():
     doc["version"] = "3.0"
     with pytest.raises(UnsupportedVersionError, match="3.0"):
         StreamHeader.from_json(_sealed(doc))
-    doc["version"] = "2.0"
+    doc["version"] = "2.0"  # Kafka logs write 2.0: parsed, appendable only by a log that writes 2.x
+    h2 = StreamHeader.from_json(_sealed(doc))
+    assert h2.version == (2, 0)
+    h2.check_writable((2, 0))
     with pytest.raises(UnsupportedVersionError, match="2.0"):
-        StreamHeader.from_json(_sealed(doc))
+        h2.check_writable()  # file and memory logs write 1.2
+    doc["version"] = "1.2"
+    with pytest.raises(UnsupportedVersionError, match="replay copy"):
+        StreamHeader.from_json(_sealed(doc)).check_writable((2, 0))  # an older major: upgraded by a copy
     doc["version"] = "1.1"  # an older minor is read and appended to
     StreamHeader.from_json(_sealed(doc)).check_writable()
     doc["version"] = "1.9"  # a newer minor is read (and refused for appending)

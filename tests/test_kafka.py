@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from capture import Capture
 from connectors.kafka import parse_kafka_uri
-from connectors.kafka.records import events_record
+from connectors.kafka.records import event_headers, part_key
 from eventlog import (
     CorruptLogError,
     DeliveryError,
@@ -23,7 +23,6 @@ from eventlog import (
     StreamHeader,
     open_log,
 )
-from eventlog import bundle
 from eventlog.encoding import codec_for
 from replay import Replayer, copy
 
@@ -39,7 +38,9 @@ def fill(log, stream="s", peers=1, n=10, part=0):
 
 
 def raw_records(bootstrap, topic, part):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw", "enable.partition.eof": True})
+    """The committed records of a partition as a plain Kafka client sees them: (key, value, headers dict)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw", "enable.partition.eof": True,
+                  "isolation.level": "read_committed"})
     c.assign([TopicPartition(topic, part, 0)])
     out = []
     while True:
@@ -47,9 +48,24 @@ def raw_records(bootstrap, topic, part):
         assert m is not None, "no partition EOF within 5 s"
         if m.error():
             break
-        out.append(bundle.decode(m.value()))
+        out.append((m.key(), m.value(), dict(m.headers() or [])))
     c.close()
     return out
+
+
+def produce_raw(log, bootstrap, part, value, headers, key=b"0"):
+    """Produce one record as a plain client would; returns its Kafka offset once read_committed readers see it
+    (a transaction's commit markers are written after commit returns, so the last stable offset may lag)."""
+    offsets = []
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(log.target.topic("s"), value=value, partition=part, key=key, headers=list(headers),
+              on_delivery=lambda err, msg: offsets.append(msg.offset()) if err is None else None)
+    assert p.flush(10) == 0 and len(offsets) == 1
+    deadline = time.monotonic() + 30
+    while log.watermarks(log.target.topic("s"), part)[1] <= offsets[0]:
+        assert time.monotonic() < deadline, "the record never became readable"
+        time.sleep(0.05)
+    return offsets[0]
 
 
 def test_uri_settings_reach_the_clients():
@@ -69,13 +85,19 @@ def test_every_partition_opens_with_the_header(kafka_uri, kafka_bootstrap):
     fill(log, peers=3, n=3, part=1)
     topic = log.target.topic("s")
     for p in range(3):
-        recs = raw_records(kafka_bootstrap, topic, p)
-        assert recs[0].count == 1 and int(recs[0].types[0]) == bundle.MSG_STREAM_HEADER
-        assert StreamHeader.from_json(bytes(recs[0].payload(0))).peers == 3
+        key, value, headers = raw_records(kafka_bootstrap, topic, p)[0]
+        assert key == str(p).encode() and headers == {"eventlog.kind": b"header"}
+        header = StreamHeader.from_json(value)  # the value is the header JSON itself
+        assert header.peers == 3 and header.version == (2, 0)
     data = raw_records(kafka_bootstrap, topic, 1)[1:]
-    ids = [i for b in data for i in b.ids.tolist()]
-    assert ids == list(range(1, 8))  # sequence ids are the message ids of the bundles
-    assert {int(t) for b in data for t in b.types} == {bundle.MSG_EVENT_MESSAGES, bundle.MSG_EVENT_PROGRESS}
+    assert [int(h["eventlog.seq"]) for _, _, h in data] == list(range(1, 8))  # one record per event
+    assert {k for k, _, _ in data} == {b"1"}
+    assert [h["eventlog.kind"] for _, _, h in data] == [b"messages", b"progress"] * 3 + [b"progress"]
+    assert [h.get("eventlog.time") for _, _, h in data[:6:2]] == [b"0", b"1", b"2"]
+    assert {h["eventlog.epoch"] for _, _, h in data} == {b"1"} and len({h["eventlog.writer"] for _, _, h in data}) == 1
+    # the value of a Messages record is an Arrow IPC stream any pyarrow opens alone
+    table = pa.ipc.open_stream(data[2][1]).read_all()
+    assert table.schema.equals(SCHEMA) and table.to_pylist() == [{"n": 1, "s": "x"}]
     assert open_log(kafka_uri).streams() == ["s"]
 
 
@@ -119,13 +141,11 @@ def test_resent_records_of_another_writer_raise(kafka_uri, kafka_bootstrap):
     log = open_log(kafka_uri)
     fill(log, n=4)
     header = log.header("s")
-    enc = codec_for(header).standalone_encoder()
+    enc = codec_for(header).record_encoder()
     events = [e.event for e in log.reader("s", 0)]
-    value = events_record(3, [bundle.MSG_EVENT_MESSAGES, bundle.MSG_EVENT_PROGRESS, bundle.MSG_EVENT_MESSAGES],
-                          [enc.encode(s, events[s - 1]) for s in (3, 4, 5)])
-    p = Producer({"bootstrap.servers": kafka_bootstrap})
-    p.produce(log.target.topic("s"), value=value, partition=0)
-    assert p.flush(10) == 0
+    for seq in (3, 4, 5):
+        produce_raw(log, kafka_bootstrap, 0, enc.encode(seq, events[seq - 1]), event_headers(seq, events[seq - 1], []),
+                    key=part_key(0))
     with pytest.raises(InterleavedWritersError) as e:
         list(open_log(kafka_uri).reader("s", 0))
     assert (e.value.stream, e.value.part) == ("s", 0) and e.value.offset is not None
@@ -134,7 +154,7 @@ def test_resent_records_of_another_writer_raise(kafka_uri, kafka_bootstrap):
 
 
 def test_start_sequence_id_maps_to_kafka_offsets(kafka_uri):
-    log = open_log(kafka_uri, bundle_events=3)  # small records: many offsets to search
+    log = open_log(kafka_uri)  # one record per event: many offsets to search
     fill(log, n=40)
     for start in (1, 2, 17, 40, 81):
         assert [e.seq for e in open_log(kafka_uri).reader("s", 0, start=start)] == list(range(start, 82))
@@ -161,9 +181,11 @@ def test_reader_follows_new_records(kafka_uri):
 def test_delivery_errors_raise(kafka_uri):
     log = open_log(kafka_uri, config={"message.max.bytes": 2000})
     cap = Capture(log, "s", 0, 1, schema=SCHEMA)
-    cap.send(0, [{"n": i, "s": os.urandom(50).hex()} for i in range(200)])  # one event far over the limit
-    with pytest.raises(DeliveryError, match="s.*part 0|kafka"):
+    with pytest.raises(DeliveryError, match="Message size too large") as ei:  # one event far over the limit
+        cap.send(0, [{"n": i, "s": os.urandom(50).hex()} for i in range(200)])
         cap.advance_to(1)
+    assert (ei.value.stream, ei.value.part, ei.value.seq) == ("s", 0, 1)
+    assert open_log(kafka_uri).part_stats("s", 0).next_seq == 1  # nothing of it was written
 
 
 def test_unreachable_cluster_is_a_clear_error():
@@ -172,15 +194,73 @@ def test_unreachable_cluster_is_a_clear_error():
         log.header("s")
 
 
-def test_damaged_record_names_its_offset(kafka_uri, kafka_bootstrap):
+DAMAGED = {
+    "value": ({"eventlog.kind": b"messages", "eventlog.seq": b"6", "eventlog.time": b"2"}, b"\xff\xff\xff\xff" + b"\x00" * 40,
+              "arrow event"),
+    "1.x bundle": ({}, b"\xba\xba\xfe\xca" + b"\x00" * 40, "bundle"),
+    "kind": ({"eventlog.kind": b"message", "eventlog.seq": b"5"}, b"x", "eventlog.kind"),
+    "no seq": ({"eventlog.kind": b"progress"}, b"x", "eventlog.seq"),
+    "no time": ({"eventlog.kind": b"messages", "eventlog.seq": b"5"}, b"x", "eventlog.time"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED))
+def test_damaged_record_names_its_offset(kafka_uri, kafka_bootstrap, damage):
     log = open_log(kafka_uri)
     fill(log, n=2)
-    p = Producer({"bootstrap.servers": kafka_bootstrap})
-    p.produce(log.target.topic("s"), value=b"\xba\xba\xfe\xca" + b"\x00" * 40, partition=0)
-    p.flush(10)
-    with pytest.raises(CorruptLogError, match="kafka offset") as ei:
+    headers, value, match = DAMAGED[damage]
+    if damage == "value":  # the part's own writer wrote it: only the value is wrong
+        last = raw_records(kafka_bootstrap, log.target.topic("s"), 0)[-1][2]
+        headers = {**headers, "eventlog.epoch": last["eventlog.epoch"], "eventlog.writer": last["eventlog.writer"]}
+    at = produce_raw(log, kafka_bootstrap, 0, value, headers.items())
+    with pytest.raises(CorruptLogError, match=match) as ei:
         list(open_log(kafka_uri).reader("s", 0))
-    assert ei.value.part == 0 and ei.value.offset is not None
+    assert (ei.value.stream, ei.value.part, ei.value.offset) == ("s", 0, at) and f"offset {at}" in str(ei.value)
+
+
+@pytest.mark.parametrize("encoding", ["arrow", "avro"])
+@pytest.mark.parametrize("lie", ["seq", "time", "kind"])
+def test_headers_that_disagree_with_the_value_are_corruption(kafka_uri, kafka_bootstrap, encoding, lie):
+    """A record whose headers say another seq, time or kind than its value holds is refused, not believed."""
+    log = open_log(kafka_uri)
+    with Capture(log, "s", 0, 1, schema=SCHEMA, encoding=encoding) as cap:
+        cap.send(0, [{"n": 0, "s": "a"}])
+        cap.advance_to(1)
+        cap.abort()
+    enc = codec_for(log.header("s")).record_encoder()
+    event = Messages(1, pa.record_batch({"n": [1], "s": ["b"]}, schema=SCHEMA))
+    headers = dict(event_headers(3, event, []))
+    headers.update({"seq": {"eventlog.seq": b"4"}, "time": {"eventlog.time": b"7"},
+                    "kind": {"eventlog.kind": b"progress"}}[lie])
+    value = enc.encode(3, event) if lie != "seq" else enc.encode(4, event)
+    if lie == "seq":
+        headers["eventlog.seq"] = b"3"
+    at = produce_raw(log, kafka_bootstrap, 0, value, headers.items())
+    with pytest.raises(CorruptLogError) as ei:
+        list(open_log(kafka_uri).reader("s", 0))
+    assert (ei.value.stream, ei.value.part, ei.value.seq, ei.value.offset) == ("s", 0, 3, at)
+
+
+def test_avro_values_decode_alone_with_the_schema_of_the_header_record(kafka_uri, kafka_bootstrap):
+    """Avro single-object encoding: marker C3 01, the CRC-64-AVRO fingerprint of the schema the header record
+    carries, then the datum — fastavro decodes it with nothing but that schema."""
+    import io
+    import json
+
+    import fastavro
+
+    log = open_log(kafka_uri)
+    with Capture(log, "s", 0, 1, schema=SCHEMA, encoding="avro") as cap:
+        cap.send(5, [{"n": 1, "s": "a"}, {"n": 2, "s": None}])
+        cap.advance_to(6)
+    records = raw_records(kafka_bootstrap, log.target.topic("s"), 0)
+    schema = json.loads(records[0][2]["eventlog.avro.schema"])
+    fingerprint = fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(schema), "CRC-64-AVRO")
+    _, value, headers = records[1]
+    assert headers["eventlog.kind"] == b"messages" and value[:2] == b"\xc3\x01" and value[2:10].hex() == fingerprint
+    datum = fastavro.schemaless_reader(io.BytesIO(value[10:]), fastavro.parse_schema(schema), None)
+    assert (datum["seq"], datum["kind"], datum["time"]) == (1, "MESSAGES", 5)
+    assert datum["records"] == [{"n": 1, "s": "a"}, {"n": 2, "s": None}]
 
 
 @pytest.mark.parametrize("encoding", ["arrow", "avro"])
@@ -206,10 +286,10 @@ def test_files_to_kafka_to_files_round_trip(tmp_path, kafka_uri, encoding):
     assert all(isinstance(e.event, Messages) or e.event.updates for e in open_log(kafka_uri).reader("s", 1))
 
 
-def test_seek_by_wall_clock_time_uses_bundle_timestamps(kafka_uri):
+def test_seek_by_wall_clock_time_uses_record_timestamps(kafka_uri):
     import time
 
-    log = open_log(kafka_uri, bundle_events=2)
+    log = open_log(kafka_uri)
     cap = Capture(log, "s", 0, 1, schema=SCHEMA)
     marks = {}
     for t in range(6):
@@ -225,3 +305,18 @@ def test_seek_by_wall_clock_time_uses_bundle_timestamps(kafka_uri):
     assert isinstance(first, Messages) and first.time == 3  # the first event written after the mark
     assert open_log(kafka_uri).seq_for_timestamp("s", 0, 0) == 1
     assert open_log(kafka_uri).seq_for_timestamp("s", 0, int(time.time() * 1000) + 60_000) == 14
+
+
+def test_a_topic_another_writer_just_created_is_waited_for(kafka_uri, kafka_bootstrap, monkeypatch):
+    """Workers create a stream concurrently: the losers see TOPIC_ALREADY_EXISTS, and the broker they ask next
+    may not list the new topic's partitions yet (seen on three brokers). They wait instead of refusing."""
+    log = open_log(kafka_uri)
+    topic = log.target.topic("s")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result()
+    real, stale = log.partitions, iter(range(3))
+    monkeypatch.setattr(log, "partitions", lambda t: 0 if t == topic and next(stale, None) is not None else real(t))
+    with Capture(log, "s", 3, 4, schema=SCHEMA) as cap:
+        cap.send(0, [{"n": 1, "s": "a"}])
+    assert open_log(kafka_uri).header("s").peers == 4
+    assert next(stale, None) is None  # the stale answers were met

@@ -29,8 +29,10 @@ from connectors.kafka.records import (
     EPOCH_HEADER,
     WRITER_HEADER,
     WriterMark,
-    events_record,
-    header_record,
+    KIND_HEADER,
+    event_headers,
+    header_record_v2,
+    part_key,
     writer_headers,
     writer_mark,
 )
@@ -44,7 +46,6 @@ from eventlog import (
     StreamHeader,
     open_log,
 )
-from eventlog import bundle
 from eventlog.encoding import codec_for
 from replay import Replayer
 
@@ -94,24 +95,28 @@ class RawWriter:
 
     def __init__(self, bootstrap: str, log, stream: str) -> None:  # noqa: ANN001
         self.topic = log.target.topic(stream)
-        self.encoder = codec_for(log.header(stream)).standalone_encoder()
+        self.encoder = codec_for(log.header(stream)).record_encoder()
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"})
         self.offsets: list[int] = []
 
     def record(self, mark: WriterMark | None, first: int, count: int, part: int = 0) -> None:
-        """Produce one record of events ``first … first+count-1``; content tagged with the writer id.
-        ``mark`` None writes no writer headers (a format 1.0 writer from before epochs)."""
+        """Produce the records of events ``first … first+count-1`` (one per event), content tagged with the
+        writer id, and keep the Kafka offset of the first. ``mark`` None writes no writer headers (a writer
+        from before epochs)."""
         tag = mark.writer if mark is not None and mark.writer is not None else "legacy"
-        bodies = [self.encoder.encode(s, messages(s, tag)) for s in range(first, first + count)]
-        value = events_record(first, [bundle.MSG_EVENT_MESSAGES] * count, bodies)
-        headers = writer_headers(mark) if mark is not None else None
+        writer = writer_headers(mark) if mark is not None else []
+        offsets: list[int] = []
 
         def delivered(err, msg) -> None:  # noqa: ANN001
             assert err is None, err
-            self.offsets.append(msg.offset())
+            offsets.append(msg.offset())
 
-        self.producer.produce(self.topic, value=value, partition=part, headers=headers, on_delivery=delivered)
-        assert self.producer.flush(30) == 0  # one at a time: offsets follow the order of the calls
+        for s in range(first, first + count):
+            event = messages(s, tag)
+            self.producer.produce(self.topic, value=self.encoder.encode(s, event), key=part_key(part), partition=part,
+                                  headers=event_headers(s, event, writer), on_delivery=delivered)
+        assert self.producer.flush(30) == 0
+        self.offsets.append(min(offsets))
 
 
 def raw_records(bootstrap: str, topic: str, part: int = 0) -> list:
@@ -426,15 +431,18 @@ def test_producer_retries_are_still_dropped(kafka_uri, kafka_bootstrap):
             cap.send(t, [{"n": t, "s": "x"}])
             cap.advance_to(t + 1)
     topic = log.target.topic("r")
-    data = [m for m in raw_records(kafka_bootstrap, topic) if bundle.decode(m.value()).type == bundle.BUNDLE
-            and int(bundle.decode(m.value()).types[0]) != bundle.MSG_STREAM_HEADER]
+    data = [m for m in raw_records(kafka_bootstrap, topic) if dict(m.headers())[KIND_HEADER] != b"header"]
     p = Producer({"bootstrap.servers": kafka_bootstrap})
     for m in data[1:3]:                             # resend two records as they were
-        p.produce(topic, value=m.value(), headers=m.headers(), partition=0)
+        p.produce(topic, value=m.value(), key=m.key(), headers=m.headers(), partition=0)
     assert p.flush(10) == 0
-    reader = open_log(kafka_uri).reader("r", 0)
-    assert [e.seq for e in reader] == list(range(1, 8))
-    assert reader.duplicates == sum(bundle.decode(m.value()).count for m in data[1:3])
+
+    def read() -> None:  # the resent records become readable once the last stable offset passes them
+        reader = open_log(kafka_uri).reader("r", 0)
+        assert [e.seq for e in reader] == list(range(1, 8))
+        assert reader.duplicates == 2
+
+    wait_for(read)
 
 
 # -- lost data ---------------------------------------------------------------------------------------------
@@ -531,13 +539,14 @@ def test_truncated_partition_start(kafka_uri, kafka_bootstrap):
     """Retention or delete_records removed the start of a partition: the writer continues after the
     tail, readers from seq 1 and the stream header of partition 0 raise, part_stats shows the gap."""
     end = _fill(kafka_uri, "g", 4)
+    header = open_log(kafka_uri).header("g")
     topic = open_log(kafka_uri).target.topic("g")
     _delete_records(kafka_bootstrap, topic, 0, 3)
     log = open_log(kafka_uri)
     with pytest.raises(LostDataError, match="stream header") as ei:
         log.header("g")
     assert (ei.value.stream, ei.value.part, ei.value.offset) == ("g", 0, 3)
-    log._headers["g"] = StreamHeader("g", 1, SCHEMA)  # a log that had read the header before
+    log._headers["g"] = header  # a log that had read the header before
     with pytest.raises(LostDataError) as ei:
         list(log.reader("g", 0))
     assert (ei.value.seq, ei.value.offset) == (1, 3)
@@ -567,7 +576,8 @@ def test_topic_with_fewer_partitions_than_peers(kafka_uri, kafka_bootstrap):
     topic = log.target.topic("p")
     _create_topic(kafka_bootstrap, topic, 1)
     p = Producer({"bootstrap.servers": kafka_bootstrap})
-    p.produce(topic, value=header_record(StreamHeader("p", 3, SCHEMA)), partition=0)
+    value, headers = header_record_v2(StreamHeader("p", 3, SCHEMA, version=(2, 0)), None)
+    p.produce(topic, value=value, key=part_key(0), headers=headers, partition=0)
     assert p.flush(10) == 0
     with pytest.raises(LostDataError, match="1 partitions.*peers=3") as ei:
         log.header("p")

@@ -65,7 +65,7 @@ class _Stream:
     entries: list[Any]  # Entry(seq, event) of part 0, in order
     files: dict[str, bytes]  # path relative to the log root -> bytes
     bodies: list[tuple[int, Any, bytes]] = field(default_factory=list)  # (seq, event, standalone body)
-    records: list[bytes] = field(default_factory=list)  # Kafka record values (format 1.0 bundles)
+    records: list[tuple[bytes, list]] = field(default_factory=list)  # Kafka records: (value, headers), 1.x and 2.0
 
 
 def _schemas() -> list[tuple[str, Any, str]]:
@@ -142,11 +142,15 @@ def build_corpus(seed: int, root: str) -> list[_Stream]:
             enc = codec.standalone_encoder()
             bodies = [(e.seq, e.event, bytes(enc.encode(e.seq, e.event))) for e in entries]
             records = []
-            for i in range(0, len(bodies), 3):
+            for i in range(0, len(bodies), 3):  # format 1.x: bundles of up to three events
                 chunk = bodies[i:i + 3]
                 kinds = [1 if type(ev).__name__ == "Messages" else 2 for _, ev, _ in chunk]
                 kinds = [_bundle_kind(k) for k in kinds]
-                records.append(krec.events_record(chunk[0][0], kinds, [b for _, _, b in chunk]))
+                records.append((krec.events_record(chunk[0][0], kinds, [b for _, _, b in chunk]), []))
+            writer = krec.writer_headers(krec.WriterMark(1, "fuzz"))
+            renc = codec.record_encoder()
+            for e in entries:  # format 2.0: one record per event
+                records.append((renc.encode(e.seq, e.event), krec.event_headers(e.seq, e.event, writer)))
             out.append(_Stream(stream, encoding, header, entries, files, bodies, records))
             log.close()
     return out
@@ -298,24 +302,30 @@ def _mutate_json(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
 
 
 def run_kafka(rng: random.Random, corpus: list[_Stream], workdir: str) -> str:
+    """A Kafka record of either framing with its value or one header value mutated, read as a reader does:
+    framing, the decoder of that framing, the event checked against the record's headers."""
     from connectors.kafka import records as krec
-    from eventlog import bundle
     from eventlog.encoding import codec_for
-    from eventlog.errors import CorruptLogError
 
     s = rng.choice(corpus)
-    value = rng.choice(s.records)
-    data, what = mutate(rng, value, s.records)
-    b = krec.decode_record(data, stream=s.name, part=0, offset=7)
-    if krec.is_header(b):
-        krec.header_of(b, path="kafka")
+    value, headers = rng.choice(s.records)
+    if headers and rng.random() < 0.25:
+        i = rng.randrange(len(headers))
+        key, old = headers[i]
+        new, what = mutate(rng, old, [h for _, h in headers])
+        headers = headers[:i] + [(key, new)] + headers[i + 1:]
+        what = f"header {key}: {what}"
+    else:
+        value, what = mutate(rng, value, [v for v, _ in s.records])
+    frame = krec.decode_record(value, headers, 0, stream=s.name, part=0, offset=7)
+    if frame.is_header:
+        frame.header(path="kafka")
         return f"{s.name} record: {what}"
-    dec = codec_for(s.header).standalone_decoder()
-    ids, types = b.ids.tolist(), b.types.tolist()
-    for i, (seq, kind) in enumerate(zip(ids, types)):
-        if kind not in (bundle.MSG_EVENT_MESSAGES, bundle.MSG_EVENT_PROGRESS):
-            raise CorruptLogError(f"unexpected message type {kind}", stream=s.name, part=0, seq=seq, offset=7)
-        _, ev = dec.decode(b.payload(i))
+    codec = codec_for(s.header)
+    dec = codec.record_decoder() if frame.version == 2 else codec.standalone_decoder()
+    for i, body in enumerate(frame.bodies):
+        seq, ev = dec.decode(body)
+        krec.check_event(frame, i, seq, ev, stream=s.name, part=0)
         _check_batch(s.header, ev)
     return f"{s.name} record: {what}"
 

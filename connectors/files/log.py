@@ -14,6 +14,7 @@ crashed; reopening a part first repairs its newest segment (``writer.py``). Read
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pyarrow.fs as pafs
@@ -89,6 +90,10 @@ class FileLog(Log):
         header = StreamHeader.from_json(data, path=path)
         if header.stream != stream:
             raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, path=path)
+        if header.version[0] != self.format_version[0]:
+            raise UnsupportedVersionError(f"stream header has format version {header.version[0]}.{header.version[1]}; "
+                                          f"this eventlog reads file logs of format {self.format_version[0]}.x",
+                                          stream=stream, path=path)
         self._headers[stream] = header
         return header
 
@@ -97,6 +102,7 @@ class FileLog(Log):
         encoding must be able to store the schema (``codec_for`` raises SchemaMismatchError) — so a refused
         create writes nothing; a failure while writing removes the folders it created."""
         codec_for(header)
+        header = dataclasses.replace(header, version=self.format_version)
         d = self._stream_dir(header.stream)
         made = [p for p in (self.root, d) if not self._st.exists(p)]
         try:
@@ -174,7 +180,7 @@ class FileLog(Log):
 
     def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> FilePartWriter:
         header = self.header(stream)
-        header.check_writable()
+        header.check_writable(self.format_version)
         mode = sync or self.sync_mode
         if mode not in SYNC_MODES:
             raise ValueError(f"sync must be one of {SYNC_MODES}, got {mode!r}")

@@ -1,4 +1,4 @@
-"""The Kafka log: a topic per stream, a partition per part, one bundle of events per record.
+"""The Kafka log: a topic per stream, a partition per part, one record per event (format 2.0).
 
 Where things are (FORMAT.md "Kafka log"): the topic of stream ``s`` is ``prefix.s`` (or ``s`` without a prefix);
 part ``i`` is partition ``i``; every partition opens with a header record, so a reader of any part meets
@@ -13,7 +13,10 @@ raise ``LostDataError``.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +38,12 @@ from eventlog.log import Log, PartStats
 
 from .config import KafkaTarget, last_complaint, parse_kafka_uri
 from .errors import LostDataError
-from .reader import KafkaPartReader, Record, new_consumer, scan_partition
-from .records import WriterMark, header_of, header_record, is_header
+from .reader import KafkaPartReader, new_consumer, scan_partition
+from .records import Frame, WriterMark, header_record_v2, part_key
 from .writer import KafkaPartWriter
+
+KAFKA_FORMAT_VERSION: tuple[int, int] = (2, 0)
+"""The format version Kafka logs write: one record per event (FORMAT.md §9). Streams of 1.x stay readable."""
 
 _SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
              KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
@@ -62,8 +68,11 @@ class PartTail:
 
 class KafkaLog(Log):
     """Streams on a Kafka cluster; see the module doc for the layout and ``connectors.kafka.config`` for
-    settings. ``timeout`` bounds every wait on the cluster (seconds); ``bundle_bytes``/``bundle_events``
-    cut records; ``replication_factor`` applies to topics this log creates (default: the broker's)."""
+    settings. ``timeout`` bounds every wait on the cluster (seconds); ``replication_factor`` applies to topics
+    this log creates (default: the broker's). ``bundle_bytes``/``bundle_events`` are accepted for older callers
+    and have no effect: format 2.0 writes one record per event (the producer batches records on the wire)."""
+
+    format_version = KAFKA_FORMAT_VERSION
 
     def __init__(
         self,
@@ -71,17 +80,18 @@ class KafkaLog(Log):
         *,
         config: dict[str, Any] | None = None,
         timeout: float | None = None,
-        bundle_bytes: int = 256 << 10,
-        bundle_events: int = 4096,
+        bundle_bytes: int | None = None,
+        bundle_events: int | None = None,
         replication_factor: int | None = None,
         sync: str | None = None,
     ) -> None:
+        if bundle_bytes is not None or bundle_events is not None:
+            warnings.warn("bundle_bytes/bundle_events have no effect: Kafka logs of format 2.0 write one record per "
+                          "event", DeprecationWarning, stacklevel=2)
         self.uri = uri
         self.target: KafkaTarget = parse_kafka_uri(uri, config)
         self.timeout: float = timeout if timeout is not None else (self.target.timeout or 30.0)
         """Seconds every wait on the cluster may take before ClusterUnavailableError (or a delivery error)."""
-        self.bundle_bytes = bundle_bytes
-        self.bundle_events = bundle_events
         self.replication_factor = replication_factor if replication_factor is not None else self.target.replication_factor
         try:
             self._admin = AdminClient(self.target.admin())
@@ -176,13 +186,16 @@ class KafkaLog(Log):
                                 f"(offset 0) was deleted (retention, delete_records, a broker that lost data)",
                                 stream=stream, part=0, offset=lo)
         for rec in scan_partition(self, self._scanner(), topic, 0, lo):
-            if not is_header(rec.bundle):
+            if not rec.is_header:
                 raise CorruptLogError("the first record of partition 0 is not a stream header",
                                       stream=stream, part=0, offset=rec.offset)
-            header = header_of(rec.bundle, path=f"{topic}[0]@{rec.offset}")
+            header = rec.header(path=f"{topic}[0]@{rec.offset}")
             if header.stream != stream:
                 raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, part=0,
                                       offset=rec.offset)
+            if (header.version[0] >= 2) != (rec.version == 2):
+                raise CorruptLogError(f"a format {header.version[0]}.{header.version[1]} stream header in a record "
+                                      f"framed as format {rec.version}.x", stream=stream, part=0, offset=rec.offset)
             self._check_partition_count(header, topic, partitions)
             self._headers[stream] = header
             return header
@@ -205,6 +218,7 @@ class KafkaLog(Log):
 
     def create_stream(self, header: StreamHeader) -> StreamHeader:
         codec_for(header)  # a schema the encoding cannot store is refused before a topic exists
+        header = dataclasses.replace(header, version=self.format_version)
         topic = self.target.topic(header.stream)
         rf = self.replication_factor if self.replication_factor is not None else -1
         futures = self._admin.create_topics([NewTopic(topic, num_partitions=header.peers, replication_factor=rf)],
@@ -221,6 +235,10 @@ class KafkaLog(Log):
             self._headers[header.stream] = header
             return header
         n = self.partitions(topic) or 0
+        deadline = time.monotonic() + min(self.timeout, _HEADER_WAIT)
+        while n == 0 and time.monotonic() < deadline:  # created by another writer: metadata propagates to each
+            time.sleep(0.1)                             # broker a moment after the creation returned
+            n = self.partitions(topic) or 0
         if n < header.peers:
             raise HeaderMismatchError(f"topic {topic!r} has {n} partitions; the stream needs peers={header.peers}",
                                       stream=header.stream)
@@ -254,9 +272,10 @@ class KafkaLog(Log):
     def _write_headers(self, topic: str, header: StreamHeader, parts) -> None:  # noqa: ANN001
         errors: list[str] = []
         producer = self.producer()
-        value = header_record(header)
+        codec = codec_for(header)
+        value, headers = header_record_v2(header, json.dumps(codec.schema_json) if header.encoding == "avro" else None)
         for p in parts:
-            producer.produce(topic, value=value, partition=p,
+            producer.produce(topic, value=value, key=part_key(p), headers=headers, partition=p,
                              on_delivery=lambda err, msg: errors.append(err.str()) if err else None)
         if producer.flush(self.timeout) or errors:
             raise DeliveryError(f"stream header not acknowledged: {errors[:1] or 'timeout'}", stream=header.stream)
@@ -274,12 +293,12 @@ class KafkaLog(Log):
         own checkpoint); opening raises LostDataError when the part holds less, as after a topic was deleted
         and recreated (which the log alone cannot tell from a new stream)."""
         header = self.header(stream)
-        header.check_writable()
+        header.check_writable(self.format_version)
         self._check_part(header, part)
         if expect_next_seq is not None and (isinstance(expect_next_seq, bool) or not isinstance(expect_next_seq, int)
                                             or expect_next_seq < 1):
             raise ValueError(f"expect_next_seq must be a sequence id >= 1, got {expect_next_seq!r}")
-        return KafkaPartWriter(self, header, part, codec_for(header).standalone_encoder(),
+        return KafkaPartWriter(self, header, part, codec_for(header).record_encoder(),
                                expect_next_seq=expect_next_seq, continues=continues)
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> KafkaPartReader:
@@ -287,7 +306,7 @@ class KafkaLog(Log):
             raise ValueError(f"sequence ids start at 1, got start={start}")
         header = self.header(stream)
         self._check_part(header, part)
-        return KafkaPartReader(self, stream, part, start, progress_only, codec_for(header).standalone_decoder())
+        return KafkaPartReader(self, header, part, start, progress_only, codec_for(header))
 
     def watermarks(self, topic: str, part: int) -> tuple[int, int]:
         """``(low, high)`` offsets of a partition, asked of the cluster (read_committed: ``high`` is the
@@ -314,7 +333,7 @@ class KafkaLog(Log):
                 raise EventLogError(f"cannot read the offsets of {topic}[{part}]: {err.str()}",
                                     stream=self.target.stream_of(topic), part=part) from None
 
-    def _last_data(self, topic: str, part: int, lo: int, hi: int) -> Record | None:
+    def _last_data(self, topic: str, part: int, lo: int, hi: int) -> Frame | None:
         """The last committed data record of a partition, None when it has none. Scans back from the end
         in growing windows: transaction markers and aborted records take offsets but are never read."""
         end, window = hi, 4
@@ -322,7 +341,7 @@ class KafkaLog(Log):
             start = max(lo, end - window)
             last = None
             for rec in scan_partition(self, self._scanner(), topic, part, start):
-                if not is_header(rec.bundle) and rec.bundle.count:
+                if rec.seqs:
                     last = rec
             if last is not None:
                 return last
@@ -351,7 +370,7 @@ class KafkaLog(Log):
                                     f"{lo} were deleted (retention, delete_records), the part's last sequence id is "
                                     f"unknown", stream=stream, part=part, offset=lo)
             return PartTail(0, None, lo, hi)
-        return PartTail(last.bundle.last_id, last.mark(stream, part), lo, hi)
+        return PartTail(last.last_seq, last.mark(stream, part), lo, hi)
 
     def last_seq(self, stream: str, part: int) -> int:
         """The last sequence id written to a part (0 when none), read from the partition's tail."""
@@ -361,11 +380,11 @@ class KafkaLog(Log):
         """The last sequence id of the first record at or after ``offset`` (0 for the header), None past
         the end."""
         for rec in scan_partition(self, self._scanner(), topic, part, offset):
-            return 0 if is_header(rec.bundle) or not rec.bundle.count else rec.bundle.last_id
+            return rec.last_seq if rec.seqs else 0
         return None
 
     def offset_for_seq(self, stream: str, part: int, seq: int) -> int:
-        """The Kafka offset of the first record that may hold ``seq`` (binary search on LastMessageId)."""
+        """The Kafka offset of the first record that may hold ``seq`` (binary search on the records' last seq)."""
         topic = self.target.topic(stream)
         lo, hi = self.watermarks(topic, part)
         while lo < hi:
@@ -378,17 +397,17 @@ class KafkaLog(Log):
         return lo
 
     def _probe_ts(self, topic: str, part: int, offset: int) -> tuple[int, int] | None:
-        """``(bundle timestamp ms, first seq)`` of the first data record at or after ``offset``."""
+        """``(record timestamp ms, first seq)`` of the first data record at or after ``offset``."""
         for rec in scan_partition(self, self._scanner(), topic, part, offset):
-            if not is_header(rec.bundle) and rec.bundle.count:
-                return rec.bundle.ts, rec.bundle.first_id
+            if rec.seqs:
+                return rec.ts, rec.first_seq
         return None
 
     def seq_for_timestamp(self, stream: str, part: int, when_ms: int) -> int:
         """The first sequence id appended at or after wall-clock time ``when_ms`` (ms since the epoch),
-        found by a binary search over the bundles' own timestamps (BundleTs) — our own time index, since
-        brokers differ in ``offsets_for_times``. Returns the part's next sequence id when nothing is that
-        recent. Timestamps are the writer's clock at the time the record was cut."""
+        found by a binary search over the records' timestamps (format 1.x: the bundles' own BundleTs) — the
+        same answer on every broker, also where ``offsets_for_times`` differs. Returns the part's next sequence
+        id when nothing is that recent. Timestamps are the writer's clock when it produced the record."""
         header = self.header(stream)
         self._check_part(header, part)
         topic = self.target.topic(stream)
@@ -410,8 +429,8 @@ class KafkaLog(Log):
         tail = self.tail(stream, part)
         first = 1
         for rec in scan_partition(self, self._scanner(), topic, part, tail.low):
-            if not is_header(rec.bundle) and rec.bundle.count:
-                first = rec.bundle.first_id
+            if rec.seqs:
+                first = rec.first_seq
                 break
         return PartStats(first, max(tail.last_seq + 1, first), None, tail.high - tail.low)
 

@@ -1,7 +1,7 @@
 """Reading one part from its Kafka partition: ``assign()`` at explicit offsets, no consumer group.
 
 Sequence ids, not Kafka offsets, are the log's offsets: a start sequence id is mapped to a Kafka offset
-by a binary search over the records' ``LastMessageId``; events whose sequence id was already read (a
+by a binary search over the records' sequence ids (the ``eventlog.seq`` header; 1.x: ``LastMessageId``); events whose sequence id was already read (a
 retried producer) are dropped and counted; a gap raises SequenceError. The end of the partition is
 recognised by librdkafka's partition-EOF event (not by ListOffsets, whose answers differ between brokers).
 
@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from eventlog import bundle
-from eventlog.encoding import SegmentDecoder
+from eventlog.encoding import EventCodec, SegmentDecoder
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry
+from eventlog.header import StreamHeader
 from eventlog.log import PartReader
 
 from .errors import LostDataError
 from .history import WriterHistory
-from .records import WriterMark, decode_record, is_header, writer_mark
+from .records import MESSAGES, Frame, check_event, decode_record
 
 if TYPE_CHECKING:
     from .log import KafkaLog
@@ -49,18 +49,6 @@ def new_consumer(log: "KafkaLog", error_cb=None) -> Consumer:  # noqa: ANN001 - 
         "fetch.wait.max.ms": 20,
         "fetch.error.backoff.ms": 10,
     }))
-
-
-class Record(NamedTuple):
-    """One record of a partition: its Kafka offset, its bundle and its Kafka headers."""
-
-    offset: int
-    bundle: bundle.Bundle
-    headers: list | None
-
-    def mark(self, stream: str, part: int) -> WriterMark:
-        """The writer of the record (epoch 0, no id, for records without writer headers)."""
-        return writer_mark(self.headers, stream=stream, part=part, offset=self.offset)
 
 
 def lost_position(err: KafkaError, stream: str, part: int, topic: str, position: int | None) -> LostDataError:
@@ -87,7 +75,12 @@ def _check_gone(log: "KafkaLog", err: KafkaError, stream: str, part: int, topic:
                             f"({err.str()})", stream=stream, part=part)
 
 
-def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int) -> Iterator[Record]:
+def frame_of(m, stream: str, part: int) -> Frame:  # noqa: ANN001 - a confluent_kafka Message
+    """The frame of a consumed record."""
+    return decode_record(m.value(), m.headers(), m.timestamp()[1], stream=stream, part=part, offset=m.offset())
+
+
+def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int) -> Iterator[Frame]:
     """The records of one partition from ``offset`` to its current end (partition EOF); committed records
     only. ``offset`` must lie between the partition's watermarks (else LostDataError)."""
     consumer.assign([TopicPartition(topic, part, offset)])
@@ -114,7 +107,7 @@ def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, o
                     continue
                 raise EventLogError(f"kafka read error: {err.str()}", stream=stream, part=part)
             offset = m.offset()
-            yield Record(offset, decode_record(m.value(), stream=stream, part=part, offset=offset), m.headers())
+            yield frame_of(m, stream, part)
 
 
 class KafkaPartReader(PartReader):
@@ -124,16 +117,17 @@ class KafkaPartReader(PartReader):
     (so a live part is never held back); an iteration that yields nothing has reached the end.
     """
 
-    def __init__(self, log: "KafkaLog", stream: str, part: int, start: int, progress_only: bool,
-                 decoder: SegmentDecoder) -> None:
+    def __init__(self, log: "KafkaLog", header: StreamHeader, part: int, start: int, progress_only: bool,
+                 codec: EventCodec) -> None:
         self._log = log
-        self.stream = stream
+        self.stream = stream = header.stream
+        self._version = 2 if header.version[0] >= 2 else 1  # the framing the stream's records must have
         self.part = part
         self._topic = log.target.topic(stream)
         self._start = start
         self._next = start
         self._progress_only = progress_only
-        self._decoder = decoder
+        self._decoder: SegmentDecoder = codec.record_decoder() if self._version == 2 else codec.standalone_decoder()
         self._consumer: Consumer | None = None
         self._at_eof = False
         self._position: int | None = None  # Kafka offset of the next record to read
@@ -228,7 +222,7 @@ class KafkaPartReader(PartReader):
                     raise EventLogError(f"kafka read error: {err.str()}", stream=self.stream, part=self.part)
                 self._at_eof = False
                 self._position = m.offset() + 1
-                for entry in self._entries(Record(m.offset(), self._decode(m), m.headers())):
+                for entry in self._entries(frame_of(m, self.stream, self.part)):
                     yielded = True
                     yield entry
             if self._at_eof:
@@ -242,23 +236,22 @@ class KafkaPartReader(PartReader):
         self._end = end
         self._at_eof = True
 
-    def _decode(self, m) -> bundle.Bundle:  # noqa: ANN001 - a confluent_kafka Message
-        return decode_record(m.value(), stream=self.stream, part=self.part, offset=m.offset())
-
-    def _entries(self, rec: Record) -> Iterator[Entry]:
-        b, offset = rec.bundle, rec.offset
+    def _entries(self, frame: Frame) -> Iterator[Entry]:
+        offset = frame.offset
         opening, self._opening = self._opening, False
-        if is_header(b):
+        if frame.version != self._version:
+            raise CorruptLogError(f"a record framed as format {frame.version}.x in a stream of format {self._version}.x "
+                                  f"(kafka offset {offset})", stream=self.stream, part=self.part, offset=offset)
+        if frame.is_header:
             return
         if opening:
             raise CorruptLogError(f"the partition does not open with the stream header (kafka offset {offset})",
                                   stream=self.stream, part=self.part, offset=offset)
-        if b.count == 0:
+        if not frame.seqs:
             return
-        mark = rec.mark(self.stream, self.part)
-        self._history.check(mark, b.first_id, b.last_id, offset)
-        ids, types = b.ids.tolist(), b.types.tolist()
-        for i, (seq, kind) in enumerate(zip(ids, types)):
+        mark = frame.mark(self.stream, self.part)
+        self._history.check(mark, frame.first_seq, frame.last_seq, offset)
+        for i, (seq, kind) in enumerate(zip(frame.seqs, frame.kinds)):
             if seq < self._next:
                 if seq >= self._start:
                     self.duplicates += 1
@@ -267,18 +260,13 @@ class KafkaPartReader(PartReader):
                 raise SequenceError(f"gap in sequence ids: expected {self._next}, got {seq} (kafka offset {offset})",
                                     stream=self.stream, part=self.part, seq=seq, offset=offset)
             self._next = seq + 1
-            if kind == bundle.MSG_EVENT_MESSAGES and self._progress_only:
+            if kind == MESSAGES and self._progress_only:
                 continue
-            if kind not in (bundle.MSG_EVENT_MESSAGES, bundle.MSG_EVENT_PROGRESS):
-                raise CorruptLogError(f"unexpected message type {kind} in a data record",
-                                      stream=self.stream, part=self.part, seq=seq, offset=offset)
             try:
-                got, event = self._decoder.decode(b.payload(i))
+                got, event = self._decoder.decode(frame.bodies[i])
             except CorruptLogError as e:
                 raise CorruptLogError(e.reason, stream=self.stream, part=self.part, seq=seq, offset=offset) from None
-            if got != seq:
-                raise CorruptLogError(f"event carries seq {got}, its bundle says {seq}",
-                                      stream=self.stream, part=self.part, seq=seq, offset=offset)
+            check_event(frame, i, got, event, stream=self.stream, part=self.part)
             self.epoch = mark.epoch
             yield Entry(seq, event)
 

@@ -1,5 +1,5 @@
-"""Appending one part to its Kafka partition: events framed as bundles, acknowledged on sync, one writer
-at a time (FORMAT.md "Kafka log").
+"""Appending one part to its Kafka partition: one record per event (format 2.0), acknowledged on sync, one
+writer at a time (FORMAT.md "Kafka log").
 
 **Fencing.** Each part writer is a transactional producer with the transactional id
 ``<prefix>.<topic>.<part>`` (``KafkaTarget.transactional_id``). Opening calls ``init_transactions``, which
@@ -30,15 +30,14 @@ from typing import TYPE_CHECKING, Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from eventlog import bundle
 from eventlog.encoding import SegmentEncoder
 from eventlog.errors import CorruptLogError, DeliveryError, EventLogError
-from eventlog.events import Event, Messages
+from eventlog.events import Event
 from eventlog.header import StreamHeader
 from eventlog.log import PartWriter
 
 from .errors import LostDataError, WriterFencedError
-from .records import MAX_EPOCH, WriterMark, events_record, writer_headers
+from .records import MAX_EPOCH, WriterMark, event_headers, part_key, writer_headers
 
 if TYPE_CHECKING:
     from .log import KafkaLog
@@ -106,11 +105,8 @@ class KafkaPartWriter(PartWriter):
         else:
             self.writer = WriterMark(previous + 1, secrets.token_hex(8))
         self._headers = writer_headers(self.writer)
+        self._key = part_key(part)
         self._synced = self._next
-        self._bodies: list[bytes] = []
-        self._kinds: list[int] = []
-        self._pending_bytes = 0
-        self._first = self._next
         self.records_sent = 0
         """Kafka records produced by this writer."""
 
@@ -157,9 +153,18 @@ class KafkaPartWriter(PartWriter):
         if self._producer is None:
             raise EventLogError("writer is closed", stream=self.stream, part=self.part)
         if self.transactional:
-            self._producer.poll(0)  # serves error_cb: a fenced producer learns it here
+            self._poll(0)  # serves error_cb: a fenced producer learns it here
             if self._fatal:
                 self._raise_kafka(self._fatal[0], "write")
+
+    def _poll(self, timeout: float) -> None:
+        """Serve the producer's callbacks; a fatal error it raises (a fenced transactional producer) becomes
+        WriterFencedError or DeliveryError, and the writer unusable."""
+        assert self._producer is not None
+        try:
+            self._producer.poll(timeout)
+        except KafkaException as e:
+            self._raise_kafka(e.args[0], "write")
 
     def _raise_kafka(self, err: KafkaError, what: str) -> None:
         if err.code() in _FENCED:
@@ -205,48 +210,35 @@ class KafkaPartWriter(PartWriter):
         if not self.transactional:
             self._raise_errors()
         seq = self._next
-        body = self._encoder.encode(seq, event)
-        if not self._bodies:
-            self._first = seq
-        self._bodies.append(body)
-        self._kinds.append(bundle.MSG_EVENT_MESSAGES if isinstance(event, Messages) else bundle.MSG_EVENT_PROGRESS)
-        self._pending_bytes += len(body)
-        self._next = seq + 1
-        if self._pending_bytes >= self._log.bundle_bytes or len(self._bodies) >= self._log.bundle_events:
-            self._send()
-        return seq
-
-    def _send(self) -> None:
-        if not self._bodies:
-            return
+        value = self._encoder.encode(seq, event)  # LimitError before anything is produced
         producer = self._producer
         assert producer is not None
         if self.transactional and not self._in_txn:
             self._call(lambda p: p.begin_transaction(), "begin a transaction")
             self._in_txn = True
-        value = events_record(self._first, self._kinds, self._bodies)
+        headers = event_headers(seq, event, self._headers)
         while True:
             try:
-                producer.produce(self._topic, value=value, partition=self.part, headers=self._headers,
+                producer.produce(self._topic, value=value, key=self._key, partition=self.part, headers=headers,
                                  on_delivery=self._on_delivery)
                 break
             except BufferError:  # the producer's queue is full: let it deliver, then retry
-                producer.poll(0.05)
+                self._poll(0.05)
             except KafkaException as e:
                 err: KafkaError = e.args[0]
                 if err.code() in _FENCED or err.fatal():
                     self._raise_kafka(err, "produce")
-                raise DeliveryError(f"kafka refused a record: {err.str()}", stream=self.stream, part=self.part,
-                                    seq=self._first) from None
-        producer.poll(0)
+                raise DeliveryError(f"kafka refused the record of seq {seq} (nothing of it was written): {err.str()}",
+                                    stream=self.stream, part=self.part, seq=seq) from None
+        self._poll(0)
         self.records_sent += 1
-        self._bodies, self._kinds, self._pending_bytes = [], [], 0
+        self._next = seq + 1
+        return seq
 
     def sync(self) -> None:
         if self._producer is None and self._failed is None:
             return
         self._check_usable()
-        self._send()
         if self.transactional:
             if self._in_txn:
                 self._call(lambda p: p.commit_transaction(self._log.timeout), "commit the transaction")

@@ -74,6 +74,17 @@ class EventCodec(Protocol):
         """The decoder of ``standalone_encoder``'s bodies."""
         ...
 
+    def record_encoder(self) -> SegmentEncoder:
+        """An encoder of whole values a standard library decodes alone, one event each (Kafka records of
+        format 2.0, FORMAT.md §9): an Arrow IPC stream of one batch, an Avro single-object encoding. Its
+        ``prefix`` and ``suffix`` are empty."""
+        ...
+
+    def record_decoder(self) -> SegmentDecoder:
+        """The decoder of ``record_encoder``'s values (it also reads values of the same form that another
+        writer encoded differently but equivalently, such as another pyarrow's schema message)."""
+        ...
+
 
 def codec_for(header: StreamHeader) -> EventCodec:
     """The codec of ``header.encoding`` for this stream. Raises SchemaMismatchError if the encoding cannot

@@ -17,7 +17,7 @@ import pyarrow.ipc as ipc
 from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
-from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
+from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_HEADER_BYTES, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
 from .ipc_message import check_record_batch_message
 from .sink import DrainSink
 
@@ -177,6 +177,54 @@ def _check_message(view: memoryview, offset: int, length: int) -> None:
         raise ValueError(f"the event's IPC message is {msg.end} bytes, its body {length}")
 
 
+class _ArrowRecordEncoder:
+    """Whole Arrow IPC streams of one event: the schema message, the event's batch, the end-of-stream marker."""
+
+    prefix = b""
+    suffix = b""
+
+    def __init__(self, codec: "ArrowCodec") -> None:
+        self._prefix = codec.prefix
+        self._events = _ArrowSegmentEncoder(codec)
+
+    def encode(self, seq: int, event: Event) -> bytes:
+        return b"".join((self._prefix, self._events.encode(seq, event), _EOS))
+
+
+class _ArrowRecordDecoder:
+    """Reads whole Arrow IPC streams of one event. The schema message must describe the stream's schema; one
+    whose bytes differ from the header's (another pyarrow, other metadata) is parsed and compared once."""
+
+    def __init__(self, codec: "ArrowCodec") -> None:
+        self._codec = codec
+        self._decoders: dict[bytes, _ArrowSegmentDecoder] = {codec.prefix: _ArrowSegmentDecoder(codec, codec.prefix)}
+
+    def decode(self, value) -> tuple[int, Event]:  # noqa: ANN001
+        view = memoryview(value)
+        try:
+            check_limit("stored size in bytes of one event", len(view), MAX_EVENT_BYTES + MAX_HEADER_BYTES, reading=True)
+            if len(view) < 8 or bytes(view[:4]) != b"\xff\xff\xff\xff":
+                raise ValueError("the value does not start with an Arrow IPC message")
+            end = 8 + int.from_bytes(view[4:8], "little", signed=True)
+            check_limit("size in bytes of a schema message", end - 8, MAX_HEADER_BYTES, reading=True)
+            if not 8 < end <= len(view) - len(_EOS):
+                raise ValueError(f"the schema message's length {end - 8} does not fit the {len(view)}-byte value")
+            if bytes(view[len(view) - len(_EOS):]) != _EOS:
+                raise ValueError("the value does not end with the Arrow end-of-stream marker")
+        except ValueError as e:
+            raise CorruptLogError(f"undecodable arrow event: {e}") from None
+        prefix = bytes(view[:end])
+        decoder = self._decoders.get(prefix)
+        if decoder is None:
+            decoder = self._codec.segment_decoder(prefix)  # CorruptLogError unless it is the stream's schema
+            if len(self._decoders) < 16:
+                self._decoders[prefix] = decoder
+        return decoder.decode(view[end : len(view) - len(_EOS)])
+
+    def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
+        return self.decode(memoryview(segment)[offset : offset + length])
+
+
 def _tuples(t):  # noqa: ANN001, ANN202 - JSON lists back to product-time tuples
     return tuple(t) if isinstance(t, list) else t
 
@@ -226,6 +274,12 @@ class ArrowCodec:
 
     def standalone_decoder(self) -> _ArrowSegmentDecoder:
         return _ArrowSegmentDecoder(self, self.prefix)
+
+    def record_encoder(self) -> _ArrowRecordEncoder:
+        return _ArrowRecordEncoder(self)
+
+    def record_decoder(self) -> _ArrowRecordDecoder:
+        return _ArrowRecordDecoder(self)
 
     def segment_decoder(self, prefix) -> _ArrowSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)

@@ -81,6 +81,23 @@ def _cast_columns(batch: pa.RecordBatch, schema: pa.Schema, columns: list[int]) 
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _event_record(codec: "AvroCodec", seq: int, event: Event) -> dict[str, Any]:
+    """The ``eventlog.Event`` record of an event; one over the format's limits raises LimitError."""
+    stream = codec.header.stream
+    if isinstance(event, Messages):
+        check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, stream=stream, seq=seq)
+        check_limit("values in one avro event", count_values(event.records), MAX_AVRO_EVENT_VALUES,
+                    stream=stream, seq=seq)
+        batch = _cast_columns(event.records, codec.raw_schema, codec.cast_columns)
+        t = list(event.time) if isinstance(event.time, tuple) else event.time
+        return {"seq": seq, "kind": "MESSAGES", "time": t, "updates": [], "records": batch.to_pylist()}
+    if isinstance(event, Progress):
+        check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, stream=stream, seq=seq)
+        updates = [{"time": list(t) if isinstance(t, tuple) else t, "delta": d} for t, d in event.updates]
+        return {"seq": seq, "kind": "PROGRESS", "time": None, "updates": updates, "records": []}
+    raise TypeError(f"not an event: {event!r}")
+
+
 class _AvroSegmentEncoder:
     def __init__(self, codec: "AvroCodec", sync_marker: bytes | None = None,
                  metadata: "Mapping[str, bytes] | None" = None) -> None:
@@ -99,20 +116,7 @@ class _AvroSegmentEncoder:
         returned, so nothing is written)."""
         codec = self._codec
         stream = codec.header.stream
-        if isinstance(event, Messages):
-            check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, stream=stream, seq=seq)
-            check_limit("values in one avro event", count_values(event.records), MAX_AVRO_EVENT_VALUES,
-                        stream=stream, seq=seq)
-            batch = _cast_columns(event.records, codec.raw_schema, codec.cast_columns)
-            t = list(event.time) if isinstance(event.time, tuple) else event.time
-            rec = {"seq": seq, "kind": "MESSAGES", "time": t, "updates": [], "records": batch.to_pylist()}
-        elif isinstance(event, Progress):
-            check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, stream=stream, seq=seq)
-            updates = [{"time": list(t) if isinstance(t, tuple) else t, "delta": d} for t, d in event.updates]
-            rec = {"seq": seq, "kind": "PROGRESS", "time": None, "updates": updates, "records": []}
-        else:
-            raise TypeError(f"not an event: {event!r}")
-        self._writer.write(rec)
+        self._writer.write(_event_record(codec, seq, event))
         self._writer.flush()
         body = self._sink.drain()
         check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, stream=stream, seq=seq)
@@ -152,18 +156,22 @@ class _AvroSegmentDecoder:
             if bytes(buf[pos + size :]) != self._sync:
                 raise ValueError("block sync marker differs from the segment's")
             raw = bounded_decompress(self._dctx, buf[pos : pos + size], decoded_bytes_bound(len(buf)))
-            if not codec.scanner.bounded_by_size(len(raw)):
-                codec.scanner.scan(raw)  # counts before fastavro builds anything
-            source = io.BytesIO(raw)
-            rec = fastavro.schemaless_reader(source, codec.raw_parsed, None)
-            if source.tell() != len(raw):
-                raise ValueError(f"event record ends at byte {source.tell()} of {len(raw)}")
-            return self._event(rec)
+            return self._datum(raw)
         except CorruptLogError:
             raise
-        except (ValueError, KeyError, TypeError, EOFError, IndexError, OverflowError, struct.error,
-                decimal.DecimalException, zstandard.ZstdError, pa.ArrowException, OSError) as e:
+        except _DECODE_ERRORS as e:
             raise CorruptLogError(f"undecodable avro event: {type(e).__name__}: {str(e)[:300]}") from None
+
+    def _datum(self, raw) -> tuple[int, Event]:  # noqa: ANN001
+        """``(seq, event)`` of one binary ``eventlog.Event`` datum filling ``raw``, its counts bounded first."""
+        codec = self._codec
+        if not codec.scanner.bounded_by_size(len(raw)):
+            codec.scanner.scan(raw)  # counts before fastavro builds anything
+        source = io.BytesIO(raw)
+        rec = fastavro.schemaless_reader(source, codec.raw_parsed, None)
+        if source.tell() != len(raw):
+            raise ValueError(f"event record ends at byte {source.tell()} of {len(raw)}")
+        return self._event(rec)
 
     def _event(self, rec: dict[str, Any]) -> tuple[int, Event]:
         codec = self._codec
@@ -191,6 +199,58 @@ class _AvroSegmentDecoder:
             for u in rec["updates"]
         )
         return seq, Progress(updates)
+
+
+_DECODE_ERRORS = (ValueError, KeyError, TypeError, EOFError, IndexError, OverflowError, struct.error,
+                  decimal.DecimalException, zstandard.ZstdError, pa.ArrowException, OSError)
+"""What fastavro, zstandard and pyarrow raise on bytes that are not an event: each becomes a CorruptLogError."""
+
+SINGLE_OBJECT_MARKER = b"\xc3\x01"
+"""The two bytes that open an Avro single-object encoding (Avro specification, "Single-object encoding")."""
+
+
+class _AvroRecordEncoder:
+    """Avro single-object encodings of one event: the marker, the schema's CRC-64-AVRO fingerprint, the datum."""
+
+    prefix = b""
+    suffix = b""
+
+    def __init__(self, codec: "AvroCodec") -> None:
+        self._codec = codec
+        self._head = SINGLE_OBJECT_MARKER + codec.fingerprint
+
+    def encode(self, seq: int, event: Event) -> bytes:
+        out = io.BytesIO()
+        out.write(self._head)
+        fastavro.schemaless_writer(out, self._codec.parsed, _event_record(self._codec, seq, event))
+        value = out.getvalue()
+        check_limit("stored size in bytes of one event", len(value), MAX_EVENT_BYTES, stream=self._codec.header.stream,
+                    seq=seq)
+        return value
+
+
+class _AvroRecordDecoder(_AvroSegmentDecoder):
+    """Reads Avro single-object encodings of one event written with the stream's event schema."""
+
+    def __init__(self, codec: "AvroCodec") -> None:
+        super().__init__(codec, b"")
+        self._head = SINGLE_OBJECT_MARKER + codec.fingerprint
+
+    def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
+        buf = memoryview(body)
+        try:
+            check_limit("stored size in bytes of one event", len(buf), MAX_EVENT_BYTES, reading=True)
+            head = bytes(buf[: len(self._head)])
+            if head[:2] != SINGLE_OBJECT_MARKER:
+                raise ValueError("the value does not start with the Avro single-object marker C3 01")
+            if head != self._head:
+                raise ValueError(f"the value's schema fingerprint {head[2:].hex()} is not the stream's event schema "
+                                 f"({self._head[2:].hex()}, CRC-64-AVRO)")
+            return self._datum(buf[len(self._head):])
+        except CorruptLogError:
+            raise
+        except _DECODE_ERRORS as e:
+            raise CorruptLogError(f"undecodable avro event: {type(e).__name__}: {str(e)[:300]}") from None
 
 
 def count_values(batch: pa.RecordBatch) -> int:
@@ -228,6 +288,9 @@ class AvroCodec:
         records = next(f for f in raw_json["fields"] if f["name"] == "records")["type"]["items"]
         self.scanner = EventScanner(records, header.time_type.arity)
         """Checks an event's bytes against the limits before fastavro decodes them."""
+        self.fingerprint = bytes.fromhex(fastavro.schema.fingerprint(
+            fastavro.schema.to_parsing_canonical_form(self.schema_json), "CRC-64-AVRO"))
+        """The CRC-64-AVRO fingerprint of the event schema's Parsing Canonical Form (8 bytes, little-endian)."""
         self.cast_columns = [i for i, (a, b) in enumerate(zip(self.raw_schema, header.schema)) if not a.type.equals(b.type)]
         """Columns whose Arrow type differs from the integer storage type Avro holds."""
 
@@ -253,6 +316,12 @@ class AvroCodec:
 
     def standalone_decoder(self) -> _AvroSegmentDecoder:
         return _AvroSegmentDecoder(self, self._standalone_sync())
+
+    def record_encoder(self) -> _AvroRecordEncoder:
+        return _AvroRecordEncoder(self)
+
+    def record_decoder(self) -> _AvroRecordDecoder:
+        return _AvroRecordDecoder(self)
 
     def segment_decoder(self, prefix) -> _AvroSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
