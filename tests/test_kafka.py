@@ -320,3 +320,44 @@ def test_a_topic_another_writer_just_created_is_waited_for(kafka_uri, kafka_boot
         cap.send(0, [{"n": 1, "s": "a"}])
     assert open_log(kafka_uri).header("s").peers == 4
     assert next(stale, None) is None  # the stale answers were met
+
+
+def test_sync_none_pipelines_commits_until_the_interval_and_close(kafka_uri):
+    """sync="none": advance_to commits only once eventlog.commit.interval.ms has passed; close always commits."""
+    log = open_log(kafka_uri + "?eventlog.commit.interval.ms=60000", sync="none")
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    for t in range(5):
+        cap.send(t, [{"n": t, "s": "a"}])
+        cap.advance_to(t + 1)
+    assert list(open_log(kafka_uri).reader("s", 0)) == []  # nothing committed yet: invisible to readers
+    cap.close()
+    assert [e.seq for e in open_log(kafka_uri).reader("s", 0)] == list(range(1, 12))
+    eager = open_log(kafka_uri + "?eventlog.commit.interval.ms=0&eventlog.sync=none")  # interval 0: every advance_to
+    with Capture(eager, "e", 0, 1, schema=SCHEMA) as cap:
+        cap.send(0, [{"n": 0, "s": "a"}])
+        cap.advance_to(1)
+        assert [e.seq for e in open_log(kafka_uri).reader("e", 0)] == [1, 2]
+    with pytest.raises(InvalidURIError, match="eventlog.sync"):
+        open_log(kafka_uri + "?eventlog.sync=sometimes")
+    with pytest.raises(InvalidURIError, match="commit.interval"):
+        open_log(kafka_uri + "?eventlog.commit.interval.ms=-5")
+
+
+def test_sync_none_crash_loses_only_the_uncommitted_and_a_restart_resends_them_once(kafka_uri):
+    from connectors.kafka import WriterFencedError
+
+    uri = kafka_uri + "?eventlog.commit.interval.ms=60000"
+    first = Capture(open_log(uri, sync="none"), "s", 0, 1, schema=SCHEMA)
+    first.send(0, [{"n": 0, "s": "first"}])
+    first.advance_to(1)
+    first._writer.sync(force=True)  # times < 1 committed
+    first.send(1, [{"n": 1, "s": "first"}])
+    first.advance_to(2)  # not committed: the writer "crashes" here
+    again = Capture(open_log(uri), "s", 0, 1)  # fences the first writer, whose open transaction is aborted
+    assert list(again.frontier) == [1]  # resume after what was committed
+    again.send(1, [{"n": 1, "s": "again"}])
+    again.close()
+    with pytest.raises(WriterFencedError):
+        first.close()
+    done = {t: tb.to_pylist() for t, tb in Replayer(open_log(kafka_uri), "s", 0, 1).completed()}
+    assert done == {0: [{"n": 0, "s": "first"}], 1: [{"n": 1, "s": "again"}]}

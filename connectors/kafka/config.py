@@ -19,6 +19,10 @@ Two settings are eventlog's own, not librdkafka's (FORMAT.md "Kafka log"):
   (``open_log(uri, replication_factor=…)`` overrides it for a log).
 * ``eventlog.timeout`` (seconds, 30 by default): how long a call waits for the cluster before it fails
   with ``ClusterUnavailableError`` (``open_log(uri, timeout=…)`` overrides it).
+* ``eventlog.sync`` (``fsync`` by default; ``open_log(uri, sync=…)`` and ``Capture(…, sync=…)`` override it):
+  ``fsync`` and ``flush`` make every ``advance_to`` commit the part's transaction and wait for it; ``none``
+  pipelines: ``advance_to`` commits only once ``eventlog.commit.interval.ms`` (100 by default) passed since the
+  transaction began, ``close`` always commits (FORMAT.md §9.1).
 
 ``transactional.id`` itself is derived per part and may not be set.
 
@@ -39,6 +43,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlparse
 
 from eventlog.errors import InvalidURIError
+from eventlog.log import SYNC_MODES
 
 _TOPIC_PART = re.compile(r"^[A-Za-z0-9._-]+$")
 
@@ -107,6 +112,8 @@ _TRANSACTIONS = "eventlog.transactions"
 _TXN_PREFIX = "eventlog.transactional.id.prefix"
 _TIMEOUT = "eventlog.timeout"
 _REPLICATION = "eventlog.replication.factor"
+_SYNC = "eventlog.sync"
+_COMMIT_INTERVAL = "eventlog.commit.interval.ms"
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -125,6 +132,10 @@ class KafkaTarget:
     """Seconds a call waits for the cluster (``eventlog.timeout``; None: the log's default)."""
     replication_factor: int | None = None
     """Replicas of the topics eventlog creates (``eventlog.replication.factor``; None: the broker's default)."""
+    sync: str | None = None
+    """Durability of ``advance_to`` (``eventlog.sync``: fsync, flush or none; None: the log's default)."""
+    commit_interval: float = 0.1
+    """Seconds a ``sync="none"`` writer lets a transaction stay open before ``advance_to`` commits it."""
 
     def transactional_id(self, topic: str, part: int) -> str:
         """The transactional id of the writer of one part: one per (topic, part), so a new writer of the
@@ -191,7 +202,14 @@ def parse_kafka_uri(uri: str, config: dict[str, Any] | None = None) -> KafkaTarg
         if not text.isdigit() or not 1 <= int(text) <= 32767:
             raise InvalidURIError(f"{_REPLICATION} must be a replica count from 1, got {rf!r}: {uri!r}")
         rf = int(text)
-    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix, timeout, rf)
+    sync = settings.pop(_SYNC, None)
+    if sync is not None and sync not in SYNC_MODES:
+        raise InvalidURIError(f"{_SYNC} must be one of {', '.join(SYNC_MODES)}, got {sync!r}: {uri!r}")
+    interval = str(settings.pop(_COMMIT_INTERVAL, "100")).strip()
+    if not interval.isdigit() or not 0 <= int(interval) <= 3_600_000:
+        raise InvalidURIError(f"{_COMMIT_INTERVAL} must be milliseconds in [0, 3600000], got {interval!r}: {uri!r}")
+    return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix, timeout, rf, sync,
+                       int(interval) / 1000)
 
 
 def _flag(value: Any, uri: str) -> bool:

@@ -11,6 +11,11 @@ were aborted, its synced ones stay. With ``eventlog.transactions=false`` the wri
 idempotent producer and ``sync`` waits for acknowledgements; nothing fences it then, but readers still
 detect two writers by their epochs.
 
+**Pipelining.** A ``sync="none"`` writer's ``sync`` commits only when the log's commit interval
+(``eventlog.commit.interval.ms``) has passed since the first event not yet committed; ``close`` always commits.
+A crash then loses exactly the uncommitted events, which the restarted application re-sends from the
+recovered frontier.
+
 **Epochs.** After fencing, the writer reads the tail of its partition: it continues after the last
 sequence id, and its epoch is one more than the epoch of the last record. Every record it produces carries
 ``eventlog.epoch`` and ``eventlog.writer`` headers, which readers check.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from typing import TYPE_CHECKING, Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -51,7 +57,7 @@ class KafkaPartWriter(PartWriter):
     """The writer of one part; opening it fences every earlier writer of the part (module doc)."""
 
     def __init__(self, log: "KafkaLog", header: StreamHeader, part: int, encoder: SegmentEncoder, *,
-                 expect_next_seq: int | None = None, continues: bool = False) -> None:
+                 expect_next_seq: int | None = None, continues: bool = False, lazy: bool = False) -> None:
         self._log = log
         self.header = header
         self.stream = header.stream
@@ -63,6 +69,8 @@ class KafkaPartWriter(PartWriter):
         self._failed: EventLogError | None = None
         self._in_txn = False
         self._synced: int | None = None  # the first seq not yet committed (known once the tail was read)
+        self._lazy = lazy  # sync="none": sync() commits only once the log's commit interval has passed
+        self._pending_since: float | None = None  # when the first event not yet synced was appended
         self.writer: WriterMark | None = None
         """This writer's epoch and id, carried by every record it produces (set once opened)."""
         self.transactional = log.target.transactions
@@ -233,12 +241,19 @@ class KafkaPartWriter(PartWriter):
         self._poll(0)
         self.records_sent += 1
         self._next = seq + 1
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
         return seq
 
-    def sync(self) -> None:
+    def sync(self, *, force: bool = False) -> None:
+        """Commit (transactional) or flush what was appended and wait for Kafka. A ``sync="none"`` writer does
+        so only once its commit interval has passed since the first event not yet synced (``force``: now)."""
         if self._producer is None and self._failed is None:
             return
         self._check_usable()
+        if (self._lazy and not force and self._pending_since is not None
+                and time.monotonic() - self._pending_since < self._log.target.commit_interval):
+            return
         if self.transactional:
             if self._in_txn:
                 self._call(lambda p: p.commit_transaction(self._log.timeout), "commit the transaction")
@@ -253,6 +268,7 @@ class KafkaPartWriter(PartWriter):
                 raise DeliveryError(f"{remaining} record(s) not acknowledged within {self._log.timeout} s",
                                     stream=self.stream, part=self.part)
         self._synced = self._next
+        self._pending_since = None
 
     def close(self) -> None:
         """Sync (commit), then release the part. A writer that failed or was fenced releases silently: its
@@ -261,6 +277,6 @@ class KafkaPartWriter(PartWriter):
             return
         try:
             if self._failed is None:
-                self.sync()
+                self.sync(force=True)
         finally:
             self._producer = None
