@@ -32,6 +32,10 @@ class ChannelAppender(abc.ABC):
     def append(self, data: Any, *, barrier: bool = False) -> None:
         """Append one encoded bundle (a bytes-like object); ``barrier`` marks a BARRIER bundle."""
 
+    def check(self) -> None:
+        """Raise ``ChannelError`` if the storage failed to take an appended bundle (called while the writer is
+        idle too, so a failure is noticed even when nothing more is appended)."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Hand everything appended to the storage and release it."""

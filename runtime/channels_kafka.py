@@ -2,12 +2,19 @@
 
 The topic of generation ``g`` of job ``job`` under ``kafka://host:port/prefix`` is ``prefix.job.g<g>``
 (``job.g<g>`` without a prefix); channel position ``i`` of the generation's channel list is partition
-``i``. Writers share one idempotent producer per process (no duplicates or reordering on retries; the
-reader drops duplicated message ids anyway); readers ``assign()`` their partitions at explicit offsets
-(no consumer group, as ``connectors.kafka`` does) and pause the partitions whose reader queue is full. A
-completed checkpoint deletes the records up to its barrier (``delete_records``, where the broker supports
-it); old generations' topics are deleted. Client settings come from the URI's query and ``config=``, as
-for Kafka logs (``connectors.kafka.config``).
+``i``. A task's writers share one idempotent producer, and it is *gap-less*: librdkafka's idempotence alone
+prevents duplicates and reordering, but a bundle that fails for good (the broker refuses it, or — with a
+finite ``message.timeout.ms`` — it timed out during a broker outage) is dropped while the bundles after it
+are still stored, a hole in the channel. So the producer runs with ``enable.gapless.guarantee`` (a failed
+bundle stops the producer before anything after it is sent) and ``message.timeout.ms=0`` (a bundle is
+never given up; a broker outage stalls the channel instead), and the appender raises ``ChannelError`` at
+the first failed bundle (checked on every append and while the writer is idle): the task fails and the
+job restarts from its last checkpoint, with no hole for a reader to find. Readers ``assign()`` their
+partitions at explicit offsets (no consumer group, as ``connectors.kafka`` does), with
+``auto.offset.reset=error`` (a position whose records are gone is a ``ChannelError``, never a silent jump),
+and pause the partitions whose reader queue is full. A completed checkpoint deletes the records up to its
+barrier (``delete_records``, where the broker supports it); old generations' topics are deleted. Client
+settings come from the URI's query and ``config=``, as for Kafka logs (``connectors.kafka.config``).
 """
 
 from __future__ import annotations
@@ -40,19 +47,28 @@ class _KafkaAppender(ChannelAppender):
         self._channel = channel
 
     def append(self, data: Any, *, barrier: bool = False) -> None:
-        producer = self._store.producer()
+        store = self._store
+        store._raise_errors(self._channel)      # nothing more after a bundle the cluster did not take
+        producer = store.producer()
         value = bytes(data)
+        full_since = None
         while True:
             try:
-                producer.produce(self._topic, value=value, partition=self._partition,
-                                 on_delivery=self._store._on_delivery)
+                producer.produce(self._topic, value=value, partition=self._partition, on_delivery=store._on_delivery)
                 break
-            except BufferError:  # the producer's queue is full: let it deliver first
-                producer.poll(0.01)
-            except KafkaException as e:
-                raise ChannelError(f"kafka refused a bundle of channel {self._channel!r}: {e}") from None
-        producer.poll(0)
-        self._store._raise_errors(self._channel)
+            except BufferError:  # the producer's queue is full: let it deliver first (bundles never time out,
+                now = time.monotonic()   # so a cluster that takes nothing fails the task, before this bundle)
+                full_since = full_since if full_since is not None else now
+                if now - full_since > store.timeout:
+                    raise ChannelError(f"kafka took no bundle of channel {self._channel!r} for {store.timeout} s "
+                                       f"(the producer's queue stayed full)") from None
+                store.poll(self._channel, 0.01)
+            except KafkaException as e:  # e.g. stopped by the gap-less guarantee: say which bundle failed
+                store.failed(self._channel, e)
+        store.poll(self._channel)
+
+    def check(self) -> None:
+        self._store.poll(self._channel)
 
     def close(self) -> None:
         self._store.flush(self._channel)
@@ -67,7 +83,7 @@ class _KafkaTail(ChannelTail):
             "group.id": f"eventlog-runtime-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
-            "auto.offset.reset": "earliest",
+            "auto.offset.reset": "error",   # a position whose records are gone: an error, not a silent jump
             "fetch.wait.max.ms": 5,
             "fetch.error.backoff.ms": 5,
             "max.partition.fetch.bytes": 16 << 20,
@@ -105,7 +121,11 @@ class _KafkaTail(ChannelTail):
             if err is not None:
                 if err.code() in (KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART):
                     continue
-                raise ChannelError(f"kafka read error on {self._topic}: {err.str()}")
+                where = f"channel {self._names.get(m.partition())!r} ({self._topic}[{m.partition()}])"
+                if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    raise ChannelError(f"{where}: the records at the reader's position are gone (deleted or "
+                                       f"truncated): {err.str()}")
+                raise ChannelError(f"kafka read error on {where}: {err.str()}")
             p = m.partition()
             try:
                 b = bundle.decode(m.value())
@@ -144,7 +164,10 @@ class KafkaChannelStore(ChannelStore):
         self.timeout = timeout
         self._admin = AdminClient(self.target.admin())
         self._producer: Producer | None = None
-        self._errors: list[str] = []
+        self._errors: list[str] = []       # bundles the cluster did not take (delivery reports), first first
+        self._stopped: str | None = None   # why the producer stopped (it takes nothing more)
+        self._gapless = True
+        self._channels: dict[tuple[str, int], str] = {}
         self._trim_supported = True
         self._trim_failures = 0          # trims failed in a row (transient errors)
         self._trim_retry_at = 0.0        # monotonic time before which trims are skipped
@@ -156,31 +179,69 @@ class KafkaChannelStore(ChannelStore):
         return self.target.topic(f"{_SAFE.sub('_', self.job)}.g{generation:06d}")
 
     def producer(self) -> Producer:
-        """The process's producer for channel bundles (made on first use)."""
+        """The producer of this store's channel bundles (made on first use): idempotent and gap-less (see the
+        module doc)."""
         if self._producer is None:
-            self._producer = Producer(self.target.producer(**{
+            settings = self.target.producer(**{
                 "enable.idempotence": True,
+                "enable.gapless.guarantee": True,   # a failed bundle stops the producer: no hole in a channel
+                "message.timeout.ms": 0,            # never give a bundle up (a timed-out bundle is a hole too)
                 "message.max.bytes": self.max_bundle_bytes + 1024,
                 "acks": "all",
                 "linger.ms": 1,
                 "batch.size": 1 << 20,
                 "queue.buffering.max.kbytes": 256 << 10,
-            }))
+            })
+            if not _flag(settings.get("enable.idempotence")):
+                settings["enable.gapless.guarantee"] = False   # needs idempotence; readers still catch gaps
+            self._gapless = _flag(settings.get("enable.gapless.guarantee"))
+            self._producer = Producer(settings)
         return self._producer
 
-    def _on_delivery(self, err, msg) -> None:  # noqa: ANN001
+    def _on_delivery(self, err, msg) -> None:  # noqa: ANN001 - librdkafka's delivery report
         if err is not None:
-            self._errors.append(f"{err.str()} ({msg.topic()}[{msg.partition()}])")
+            channel = self._channels.get((msg.topic(), msg.partition()), f"{msg.topic()}[{msg.partition()}]")
+            self._errors.append(f"{_describe(msg.value())} of channel {channel!r}: {err.str()}")
+
+    def poll(self, channel: str, timeout: float = 0.0) -> None:
+        """Serve the producer's delivery reports; raise ``ChannelError`` (writing ``channel``) if a bundle was
+        not taken or the producer stopped."""
+        if self._producer is not None:
+            try:
+                self._producer.poll(timeout)
+            except KafkaException as e:   # a fatal error (the gap-less guarantee stopped the producer)
+                self.failed(channel, e)
+        self._raise_errors(channel)
+
+    def failed(self, channel: str, error: BaseException) -> None:
+        """Raise the ``ChannelError`` for a producer that stopped with ``error``, naming the first bundle that
+        was not taken when its delivery report says which."""
+        self._stopped = self._stopped or str(error)
+        if self._producer is not None:
+            try:
+                self._producer.poll(0)    # the failed bundle's delivery report, if it is not served yet
+            except Exception:  # noqa: BLE001 - the producer is stopped; its error is raised below
+                pass
+        self._raise_errors(channel)
+        raise ChannelError(f"kafka producer of channel {channel!r} stopped: {error}") from None
 
     def _raise_errors(self, channel: str) -> None:
         if self._errors:
-            raise ChannelError(f"kafka did not take {len(self._errors)} bundle(s) of channel {channel!r}: "
-                               f"{self._errors[0]}")
+            self._stopped = self._stopped or self._errors[0]
+            after = "; the producer is gap-less: nothing after it was stored" if self._gapless else ""
+            raise ChannelError(f"kafka did not take {len(self._errors)} bundle(s) (writing channel {channel!r}); "
+                               f"the first: {self._errors[0]}{after}")
 
     def flush(self, channel: str) -> None:
         """Wait until every produced bundle is acknowledged."""
+        if self._stopped:               # a stopped producer delivers nothing more: do not wait for it
+            self.poll(channel)
+            raise ChannelError(f"kafka producer of channel {channel!r} stopped: {self._stopped}")
         if self._producer is not None:
-            left = self._producer.flush(self.timeout)
+            try:
+                left = self._producer.flush(self.timeout)
+            except Exception as e:  # noqa: BLE001 - a producer stopped by a fatal error fails its flush
+                self.failed(channel, e)
             self._raise_errors(channel)
             if left:
                 raise ChannelError(f"{left} bundle(s) of channel {channel!r} not acknowledged in {self.timeout} s")
@@ -205,6 +266,7 @@ class KafkaChannelStore(ChannelStore):
             time.sleep(0.05)
 
     def appender(self, generation: int, position: int, channel: str) -> ChannelAppender:
+        self._channels[(self.topic(generation), position)] = channel
         return _KafkaAppender(self, self.topic(generation), position, channel)
 
     def tail(self, generation: int, channels: Sequence[tuple[int, str]]) -> ChannelTail:
@@ -247,11 +309,30 @@ class KafkaChannelStore(ChannelStore):
 
     def close(self) -> None:
         if self._producer is not None:
-            self._producer.flush(self.timeout)
+            if not self._stopped:           # a stopped producer's undelivered bundles are dropped
+                try:
+                    self._producer.flush(self.timeout)
+                except Exception:  # noqa: BLE001 - a producer stopped by a fatal error: already reported
+                    pass
             self._producer = None
 
     def __repr__(self) -> str:
         return f"KafkaChannelStore({self.uri!r}, job={self.job!r})"
+
+
+def _flag(value: Any) -> bool:
+    return str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+def _describe(value: bytes | None) -> str:
+    """Which bundle a record holds (for error messages)."""
+    try:
+        b = bundle.decode(value)
+    except Exception:  # noqa: BLE001 - only for a message
+        return "a bundle"
+    if b.type == bundle.BUNDLE:
+        return f"the bundle of messages {b.last_id - b.count + 1}-{b.last_id}"
+    return f"the {'barrier' if b.type == bundle.BARRIER else 'empty bundle'} after message {b.last_id}"
 
 
 _TRIM_FORBIDDEN = {KafkaError.UNSUPPORTED_VERSION, KafkaError.POLICY_VIOLATION, KafkaError.TOPIC_AUTHORIZATION_FAILED,

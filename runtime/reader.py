@@ -123,7 +123,8 @@ class ChannelReader:
                 ch.duplicates += b.count
                 return
             if first > ch.last_id + 1:
-                raise ChannelError(f"gap in channel {ch.name!r}: expected message {ch.last_id + 1}, got {first}",
+                raise ChannelError(f"gap in channel {ch.name!r}: expected message {ch.last_id + 1}, got {first} "
+                                   f"(messages {ch.last_id + 1}-{first - 1} are missing from the channel's log)",
                                    seq=first)
             skip = ch.last_id + 1 - first
             ch.duplicates += skip

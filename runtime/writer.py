@@ -292,6 +292,8 @@ class Transfer:
         out = bytearray(1 << 16)
         try:
             while True:
+                for w in self._writers:         # a bundle the storage did not take stops the task at once
+                    w._appender.check()
                 work = []
                 with self.cond:
                     now = time.monotonic()
