@@ -38,6 +38,11 @@ class Samples:
     def best(self, name: str) -> float:
         return min(self._times[name])
 
+    def median(self, name: str) -> float:
+        ts = sorted(self._times[name])
+        mid = len(ts) // 2
+        return ts[mid] if len(ts) % 2 else (ts[mid - 1] + ts[mid]) / 2
+
     def spread(self, name: str) -> float:
         """(worst - best) / best: how noisy the case was."""
         ts = self._times[name]
