@@ -361,3 +361,23 @@ def test_sync_none_crash_loses_only_the_uncommitted_and_a_restart_resends_them_o
         first.close()
     done = {t: tb.to_pylist() for t, tb in Replayer(open_log(kafka_uri), "s", 0, 1).completed()}
     assert done == {0: [{"n": 0, "s": "first"}], 1: [{"n": 1, "s": "again"}]}
+
+
+def test_a_creation_interrupted_before_every_header_record_is_completed_by_the_part_writer(kafka_uri, kafka_bootstrap):
+    """The creating process died between creating the topic and writing the header records of every partition
+    (seen: job A SIGKILLed during start-up). Readers see those parts as empty; their writers complete them."""
+    from connectors.kafka.records import header_record_v2
+
+    log = open_log(kafka_uri, timeout=2)
+    topic = log.target.topic("s")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result()
+    value, headers = header_record_v2(StreamHeader("s", 3, SCHEMA, version=(2, 0)), None)
+    produce_raw(log, kafka_bootstrap, 0, value, headers)  # only partition 0 got its header
+    assert open_log(kafka_uri).part_stats("s", 2).events == 0  # a reader: no events, and nothing written
+    assert open_log(kafka_uri).watermarks(topic, 2) == (0, 0)
+    with Capture(log, "s", 2, 3, schema=SCHEMA) as cap:
+        cap.send(0, [{"n": 7, "s": "x"}])
+    assert [type(e.event).__name__ for e in open_log(kafka_uri).reader("s", 2)] == ["Messages", "Progress"]
+    first = raw_records(kafka_bootstrap, topic, 2)[0]
+    assert first[0] == b"2" and first[2] == {"eventlog.kind": b"header"}

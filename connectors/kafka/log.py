@@ -355,21 +355,27 @@ class KafkaLog(Log):
             end, window = start, window * 4
         return None
 
-    def tail(self, stream: str, part: int) -> PartTail:
+    def tail(self, stream: str, part: int, *, complete: bool = False) -> PartTail:
         """The end of one part: its last sequence id and the writer of its last record. Raises
-        LostDataError when the partition was emptied (low watermark > 0 and no records left) or never
-        received its header record."""
+        LostDataError when the partition was emptied (low watermark > 0 and no records left).
+
+        A partition that never held a record, not even its header, belongs to a stream whose creator died
+        between creating the topic and writing every partition's header record (partition 0 has it, or the
+        stream would not be found): readers see a part without events; with ``complete`` (the part's writer,
+        already fenced) it waits a moment for a live creator, then writes the missing header record itself."""
         topic = self.target.topic(stream)
         self.check_partitions(stream)
-        deadline = time.monotonic() + min(self.timeout, _HEADER_WAIT)
         lo, hi = self.watermarks(topic, part)
-        while hi == 0 and time.monotonic() < deadline:  # another process may be writing the headers now
-            time.sleep(0.1)
-            lo, hi = self.watermarks(topic, part)
+        if hi == 0 and complete:
+            deadline = time.monotonic() + min(self.timeout, _HEADER_WAIT)
+            while hi == 0 and time.monotonic() < deadline:  # another process may be writing the headers now
+                time.sleep(0.1)
+                lo, hi = self.watermarks(topic, part)
+            if hi == 0:
+                self._write_headers(topic, self.header(stream), [part])
+                lo, hi = self.watermarks(topic, part)
         if hi == 0:
-            raise LostDataError(f"partition {part} of topic {topic!r} holds no records, not even the stream header "
-                                f"(the topic was recreated without the stream's headers?)", stream=stream, part=part,
-                                offset=0)
+            return PartTail(0, None, lo, hi)
         last = self._last_data(topic, part, lo, hi)
         if last is None:
             if lo > 0:

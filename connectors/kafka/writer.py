@@ -94,7 +94,7 @@ class KafkaPartWriter(PartWriter):
                        "eventlog.transactions=false)")
         else:
             self._producer = log.producer()
-        tail = log.tail(header.stream, part)
+        tail = log.tail(header.stream, part, complete=True)  # completes a creation its creator left unfinished
         self._next = tail.last_seq + 1
         if expect_next_seq is not None and self._next < expect_next_seq:
             self._producer = None
