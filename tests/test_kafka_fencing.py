@@ -42,7 +42,6 @@ from eventlog import (
     Messages,
     PartLockedError,
     Progress,
-    SequenceError,
     StreamHeader,
     open_log,
 )

@@ -143,7 +143,6 @@ class _AvroSegmentDecoder:
         """``(seq, event)`` of one block. Sizes are checked before anything is allocated for them: the
         block's stored and decompressed sizes, then (by a scan of the bytes, unless the size alone bounds
         them) its records, updates and values; the records come back as a validated batch of the schema."""
-        codec = self._codec
         buf = memoryview(body)
         try:
             check_limit("stored size in bytes of one event", len(buf), MAX_EVENT_BYTES, reading=True)
