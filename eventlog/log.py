@@ -24,6 +24,13 @@ machine fails); ``none`` does nothing at ``sync()`` — bytes reach the OS when 
 segment rotates or the writer closes."""
 
 
+def check_sync_mode(mode: object) -> str:
+    """``mode`` if it is one of ``SYNC_MODES``, else ValueError."""
+    if mode not in SYNC_MODES:
+        raise ValueError(f"sync must be one of {SYNC_MODES}, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class PartStats:
     """What a log knows about one part without decoding it."""

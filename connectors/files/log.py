@@ -23,7 +23,7 @@ from eventlog.encoding import codec_for
 from eventlog.errors import CorruptLogError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
-from eventlog.log import SYNC_MODES, Log, PartStats
+from eventlog.log import Log, PartStats, check_sync_mode
 
 from . import index as ix
 from .framing import Malformed
@@ -49,8 +49,7 @@ class FileLog(Log):
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         storage: Storage | None = None,
     ) -> None:
-        if sync not in SYNC_MODES:
-            raise ValueError(f"sync must be one of {SYNC_MODES}, got {sync!r}")
+        check_sync_mode(sync)
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         if storage is not None:
@@ -181,10 +180,7 @@ class FileLog(Log):
     def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> FilePartWriter:
         header = self.header(stream)
         header.check_writable(self.format_version)
-        mode = sync or self.sync_mode
-        if mode not in SYNC_MODES:
-            raise ValueError(f"sync must be one of {SYNC_MODES}, got {mode!r}")
-        return FilePartWriter(self, header, part, mode, continues=continues)
+        return FilePartWriter(self, header, part, check_sync_mode(sync or self.sync_mode), continues=continues)
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> FilePartReader:
         if start < 1:

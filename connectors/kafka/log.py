@@ -34,7 +34,7 @@ from eventlog.errors import (
     StreamNotFoundError,
 )
 from eventlog.header import StreamHeader, check_stream_name
-from eventlog.log import SYNC_MODES, Log, PartStats
+from eventlog.log import Log, PartStats, check_sync_mode
 
 from .config import KafkaTarget, last_complaint, parse_kafka_uri
 from .errors import LostDataError
@@ -93,10 +93,8 @@ class KafkaLog(Log):
         self.timeout: float = timeout if timeout is not None else (self.target.timeout or 30.0)
         """Seconds every wait on the cluster may take before ClusterUnavailableError (or a delivery error)."""
         self.replication_factor = replication_factor if replication_factor is not None else self.target.replication_factor
-        self.sync_mode = sync or self.target.sync or "fsync"
+        self.sync_mode = check_sync_mode(sync or self.target.sync or "fsync")
         """What ``advance_to`` promises by default (``eventlog.sync``): fsync/flush commit and wait, none pipelines."""
-        if self.sync_mode not in SYNC_MODES:
-            raise ValueError(f"sync must be one of {SYNC_MODES}, got {self.sync_mode!r}")
         try:
             self._admin = AdminClient(self.target.admin())
         except KafkaException as e:
@@ -302,9 +300,7 @@ class KafkaLog(Log):
         if expect_next_seq is not None and (isinstance(expect_next_seq, bool) or not isinstance(expect_next_seq, int)
                                             or expect_next_seq < 1):
             raise ValueError(f"expect_next_seq must be a sequence id >= 1, got {expect_next_seq!r}")
-        mode = sync or self.sync_mode
-        if mode not in SYNC_MODES:
-            raise ValueError(f"sync must be one of {SYNC_MODES}, got {mode!r}")
+        mode = check_sync_mode(sync or self.sync_mode)
         return KafkaPartWriter(self, header, part, codec_for(header).record_encoder(),
                                expect_next_seq=expect_next_seq, continues=continues, lazy=mode == "none")
 
