@@ -194,6 +194,31 @@ def test_cat_filters_part_offset_times_kind_and_count(cli_uri):
     assert len(jsonl(replay_cli("cat", cli_uri, "numbers", "-n", "4"))) == 4
 
 
+def test_cat_count_is_rows_and_events_is_events(cli_uri):
+    capture_numbers(cli_uri, peers=2, times=3, rows=5)  # 5 records per Messages event
+    every = jsonl(replay_cli("cat", cli_uri, "numbers"))
+    for n in (0, 1, 3, 5, 7, 12):  # -n counts rows printed, cutting a Messages event in the middle
+        assert jsonl(replay_cli("cat", cli_uri, "numbers", "-n", n)) == every[:n]
+        assert json.loads(replay_cli("cat", cli_uri, "numbers", "--count", n, "--format", "json").stdout) == every[:n]
+    assert len(jsonl(replay_cli("cat", cli_uri, "numbers", "-n", 10_000))) == len(every)
+    events = [(r["part"], r["seq"]) for r in every]
+    first_events = list(dict.fromkeys(events))
+    def rows_of_events(n):  # how many rows the first n events are
+        return sum(1 for e in events if e in first_events[:n])
+
+    assert rows_of_events(1) == 5  # a Messages event comes first, so --events 1 prints 5 rows, -n 1 one
+    for n in (1, 2, 3, 4):  # --events counts events, however many records each holds
+        assert jsonl(replay_cli("cat", cli_uri, "numbers", "--events", n)) == every[:rows_of_events(n)]
+    for events_limit, n in ((1, 7), (2, 3), (3, 7), (4, 30)):  # both: whichever limit is reached first
+        rows = jsonl(replay_cli("cat", cli_uri, "numbers", "--events", events_limit, "-n", n))
+        assert rows == every[:min(n, rows_of_events(events_limit))]
+    # part 1 holds seq 1 M, 2 P, 3 M, 4 P, 5 M, 6 P, 7 P (finished); its last 5 events hold two Messages
+    msgs = jsonl(replay_cli("cat", cli_uri, "numbers", "--kind", "messages", "--part", 1, "--offset", "-5", "-n", 6))
+    assert [(r["part"], r["seq"]) for r in msgs] == [(1, 3)] * 5 + [(1, 5)]
+    since = jsonl(replay_cli("cat", cli_uri, "numbers", "--since", 2, "--kind", "messages", "-n", 3))
+    assert len(since) == 3 and all(r["time"] == 2 for r in since)
+
+
 def test_cat_formats_json_csv_table(cli_uri):
     capture_numbers(cli_uri, peers=2, times=2, rows=2)
     lines = jsonl(replay_cli("cat", cli_uri, "numbers"))

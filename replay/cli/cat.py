@@ -48,15 +48,19 @@ def _columns(header: StreamHeader, kind: str) -> list[tuple[str, str]]:
 
 
 class _Printer:
-    """Turns entries into rows, applying the kind and time filters and the event limit."""
+    """Turns entries into rows, applying the kind and time filters and the limits: ``max_rows`` rows printed
+    (records and Progress events, what ``-n`` counts) and ``max_events`` events shown (``--events``)."""
 
     def __init__(self, header: StreamHeader, writer: RowWriter, kind: str, since: Time | None,
-                 until: Time | None, limit: int | None, binary: str) -> None:
+                 until: Time | None, max_rows: int | None, max_events: int | None, binary: str) -> None:
         self.writer = writer
         self.kind = kind
         self.since, self.until = since, until
-        self.limit = limit
-        self.shown = 0
+        self.max_rows, self.max_events = max_rows, max_events
+        self.rows = 0
+        """Rows printed: one per record of a Messages event, one per Progress event."""
+        self.events = 0
+        """Events shown (a Messages event counts once, however many of its records were printed)."""
         self._records = RecordConverter(header.schema, binary)
 
     def _in_range(self, t: Time) -> bool:
@@ -66,19 +70,26 @@ class _Printer:
 
     @property
     def full(self) -> bool:
-        """True once ``limit`` events were shown."""
-        return self.limit is not None and self.shown >= self.limit
+        """True once ``max_rows`` rows or ``max_events`` events were shown."""
+        return ((self.max_rows is not None and self.rows >= self.max_rows)
+                or (self.max_events is not None and self.events >= self.max_events))
 
     def show(self, cursor: PartCursor, entry: Entry) -> None:
         """Print ``entry`` of ``cursor``'s part if it passes the filters (the cursor's frontier already
-        includes it)."""
+        includes it); a Messages event is cut after the record that reaches ``max_rows``."""
+        if self.full:
+            return
         ev = entry.event
         if isinstance(ev, Messages):
             if self.kind == "progress" or not self._in_range(ev.time):
                 return
+            records = ev.records
+            if self.max_rows is not None and records.num_rows > self.max_rows - self.rows:
+                records = records.slice(0, self.max_rows - self.rows)
             place = {"part": cursor.part, "seq": entry.seq, "kind": "messages", "time": time_json(ev.time)}
-            for record in self._records.rows(ev.records):
+            for record in self._records.rows(records):
                 self.writer.write({**place, "record": record})
+            self.rows += records.num_rows
         else:
             if self.kind == "messages":
                 return
@@ -88,7 +99,8 @@ class _Printer:
                 "part": cursor.part, "seq": entry.seq, "kind": "progress",
                 "updates": [[time_json(t), d] for t, d in ev.updates], "frontier": frontier_json(cursor.frontier),
             })
-        self.shown += 1
+            self.rows += 1
+        self.events += 1
 
 
 def _done(cursors: list[PartCursor], until: Time | None) -> bool:
@@ -104,7 +116,7 @@ def _read(cursors: list[PartCursor], printer: _Printer) -> None:
 
 
 def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since: Any, until: Any,
-         limit: int | None, kind: str, fmt: str | None, binary: str, follow: bool, interval: float,
+         max_rows: int | None, max_events: int | None, kind: str, fmt: str | None, binary: str, follow: bool, interval: float,
          isolation: str) -> None:
     log = open_uri(uri)
     header = stream_header(log, stream)
@@ -117,7 +129,7 @@ def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since
         starts[p] = start_seq(offset, st.first_seq, st.next_seq)
     cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress", isolation=isolation)
     writer = row_writer(fmt or default_format(), _columns(header, kind))
-    printer = _Printer(header, writer, kind, since_t, until_t, limit, binary)
+    printer = _Printer(header, writer, kind, since_t, until_t, max_rows, max_events, binary)
     try:
         _read(cursors, printer)
         writer.flush()
@@ -163,24 +175,28 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @_common_options
 @click.option("--offset", "-o", type=OFFSET, default="beginning", show_default=True,
               help="Where each part starts: beginning, end, a sequence id N, or -N (its last N events).")
-@click.option("-n", "--count", "limit", type=click.IntRange(min=0), help="Stop after N events.")
+@click.option("-n", "--count", "max_rows", type=click.IntRange(min=0), metavar="N",
+              help="Stop after N rows (records and Progress events), like head -n.")
+@click.option("--events", "max_events", type=click.IntRange(min=0), metavar="N",
+              help="Stop after N events (a Messages event is one event, however many records it holds).")
 def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
-        isolation: str, offset: tuple[str, int], limit: int | None) -> None:
+        isolation: str, offset: tuple[str, int], max_rows: int | None, max_events: int | None) -> None:
     """Print the events of STREAM: one row per record of a Messages event (part, seq, kind, time, record)
     and one per Progress event (part, seq, kind, updates, and the part's frontier after it).
 
-    Parts are merged lowest time first, each in its own order. A table on a terminal, JSON lines when
-    piped. In JSON, times are ints or arrays (product times), timestamps ISO-8601 strings, binary base64
+    Parts are merged lowest time first, each in its own order. -n N stops after N rows (records and
+    Progress events), --events N after N events. A table on a terminal, JSON lines when piped. In JSON, times are ints or arrays (product times), timestamps ISO-8601 strings, binary base64
     (--bytes hex), decimals strings, NaN/Infinity strings.
 
     \b
     Examples:
       replay cat /tmp/cap numbers -n 20
+      replay cat /tmp/cap numbers --events 3 --kind messages
       replay cat /tmp/cap numbers --part 2 --offset -5 --kind progress
       replay cat /tmp/cap numbers --since 3 --until 5 | jq -c '.record'
       replay cat /tmp/cap grid --since 1,0 --format csv > grid.csv
     """
-    _run(uri, stream, part, offset, since, until, limit, kind, fmt, binary, follow=False, interval=0,
+    _run(uri, stream, part, offset, since, until, max_rows, max_events, kind, fmt, binary, follow=False, interval=0,
          isolation=isolation)
 
 
@@ -204,5 +220,5 @@ def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: 
       replay tail -f /tmp/cap numbers --kind messages | jq -c '[.time, .record]'
     """
     offset = ("last", last) if last else ("end", 0)
-    _run(uri, stream, part, offset, since, until, None, kind, fmt, binary, follow=follow, interval=interval,
+    _run(uri, stream, part, offset, since, until, None, None, kind, fmt, binary, follow=follow, interval=interval,
          isolation=isolation)
