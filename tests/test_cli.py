@@ -335,6 +335,58 @@ def test_frontier_table_and_json_follow_every_progress_event(cli_uri):
     assert len(moves.splitlines()) < len(table.splitlines())
 
 
+def table_rows(out: str) -> list[list[str]]:
+    """The body rows of the rich tables in ``out`` (plain text), as lists of stripped cells."""
+    return [[c.strip() for c in line.strip("│").split("│")] for line in out.splitlines() if line.startswith("│")]
+
+
+def test_stats_and_frontier_tables_show_the_last_50_rows_and_say_what_they_left_out(cli_uri):
+    capture_numbers(cli_uri, peers=1, times=60, rows=1)  # 60 times, 61 progress events
+    r = replay_cli("stats", cli_uri, "numbers")
+    times, parts = table_rows(r.stdout)[:51], table_rows(r.stdout)[51:]
+    assert times[0] == ["…"] * len(times[0])  # the rows left out come first, marked
+    assert [row[0] for row in times[1:]] == [str(t) for t in range(10, 60)]  # the newest times
+    assert [row[0] for row in parts] == ["0"]
+    assert r.stderr.strip().splitlines()[-1] == (
+        "not shown (--limit 50): 10 earlier times; --limit 0 shows every row, --json lists them all")
+    r = replay_cli("stats", cli_uri, "numbers", "--limit", 3)
+    assert [row[0] for row in table_rows(r.stdout)] == ["…", "57", "58", "59", "0"]
+    assert "57 earlier times" in r.stderr
+    r = replay_cli("stats", cli_uri, "numbers", "--limit", 0)
+    assert [row[0] for row in table_rows(r.stdout)] == [str(t) for t in range(60)] + ["0"] and r.stderr == ""
+    assert len(json.loads(replay_cli("stats", cli_uri, "numbers", "--json").stdout)["times"]) == 60  # JSON: all
+
+    r = replay_cli("frontier", cli_uri, "numbers")
+    rows = table_rows(r.stdout)
+    assert rows[0] == ["…"] * 6 and [row[0] for row in rows[1:]] == [str(s) for s in range(12, 62)]
+    assert r.stderr.strip().splitlines()[-1] == (
+        "not shown (--limit 50): 11 earlier progress events; --limit 0 shows every row, --moves-only only those "
+        "that moved the stream's frontier, --json lists them all")
+    assert [row[0] for row in table_rows(replay_cli("frontier", cli_uri, "numbers", "--limit", 0).stdout)] == [
+        str(s) for s in range(1, 62)]
+    r = replay_cli("frontier", cli_uri, "numbers", "--moves-only", "--limit", 2)
+    assert [row[5] for row in table_rows(r.stdout)] == ["…", "[60]", "[] finished"]
+    assert "59 earlier moves of the stream's frontier" in r.stderr
+    assert len(json.loads(replay_cli("frontier", cli_uri, "numbers", "--json").stdout)["steps"]) == 61
+
+
+def test_stats_limit_keeps_the_parts_most_behind(cli_uri):
+    log = open_log(cli_uri)
+    for w, last in enumerate([6, 2, 6, 4, 6]):  # part 1 is most behind, then part 3
+        cap = Capture(log, "s", w, 5, schema=SCHEMA)
+        for t in range(last):
+            cap.send(t, [{"n": t, "word": "x"}])
+            cap.advance_to(t + 1)
+        cap.abort()
+    r = replay_cli("stats", cli_uri, "s", "--limit", 2)
+    rows = table_rows(r.stdout)
+    assert [row[0] for row in rows] == ["…", "4", "5", "1", "3", "…"]  # parts in part order, the rest marked
+    assert "4 earlier times, 3 parts less behind" in r.stderr
+    r = replay_cli("stats", cli_uri, "s")  # 5 parts, 6 times: under the default limit, nothing left out
+    assert [row[0] for row in table_rows(r.stdout)] == ["0", "1", "2", "3", "4", "5", "0", "1", "2", "3", "4"]
+    assert r.stderr == ""
+
+
 @pytest.mark.parametrize("product", [False, True])
 def test_frontier_plots_png_svg_and_html(tmp_path, product):
     log = open_log(tmp_path / "log")

@@ -428,6 +428,33 @@ def print_json(doc: Any) -> None:
     click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
+DEFAULT_LIMIT = 50
+"""Rows a table of ``stats`` and ``frontier`` shows by default (``--limit``)."""
+
+
+def limit_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--limit N``: at most N rows per table (0: every row; default ``DEFAULT_LIMIT``); ``what`` says which
+    rows are kept. ``--json`` is not limited."""
+    return click.option(
+        "--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True, metavar="N",
+        help=f"Rows per table: {what}; 0 shows every row. A last line on stderr says how many were left out. "
+             "--json always has every row.")
+
+
+def counted(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 earlier time``, ``3 earlier times``."""
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def left_out_note(left_out: "Iterable[str]", limit: int, more: str = "") -> None:
+    """The line after a table cut by ``--limit``: what was left out and how to see it (stderr, like every
+    note: a piped table stays plain). ``left_out`` are phrases such as ``"1950 earlier times"`` (empty ones
+    are skipped); nothing is printed when there are none. ``more`` adds to the hint."""
+    phrases = [p for p in left_out if p]
+    if phrases:
+        note(f"not shown (--limit {limit}): {', '.join(phrases)}; --limit 0 shows every row{more}, --json lists them all")
+
+
 def uncommitted_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--uncommitted``: show every event as read (FORMAT.md §1.1), passed as ``isolation``."""
     return click.option(

@@ -16,8 +16,11 @@ from eventlog.log import Log
 
 from ._common import (
     check_output_file,
+    counted,
     frontier_json,
     frontier_text,
+    left_out_note,
+    limit_option,
     note,
     open_uri,
     print_json,
@@ -104,10 +107,12 @@ def _updates_text(updates: tuple) -> str:
                    "an existing regular file is overwritten, anything else refused.")
 @click.option("--moves-only", is_flag=True, help="Table: only the events that moved the stream's frontier.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
-def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_json: bool) -> None:
+@limit_option("the last N progress events (the plot draws them all)")
+def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_json: bool, limit: int) -> None:
     """Show how the frontier of each part and of the whole stream advanced: one row per Progress event,
     in the order a replayer merges the parts (lowest time first), with the part's and the stream's
-    frontier after it (the stream's frontier is the least of the parts').
+    frontier after it (the stream's frontier is the least of the parts'). The table shows the last --limit
+    rows (default 50); a last line on stderr says how many were left out.
 
     The plot draws one step line per part and the merged frontier (x: progress events in that order,
     y: frontier time; product times get one panel per component of the frontier's lower bound).
@@ -115,6 +120,7 @@ def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_
     \b
     Examples:
       replay frontier /tmp/cap numbers
+      replay frontier /tmp/cap numbers --moves-only --limit 0
       replay frontier /tmp/cap numbers --plot numbers-frontier.png
       replay frontier /tmp/cap numbers --plot report.html
     """
@@ -145,20 +151,27 @@ def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_
             ],
         })
     else:
-        _print_table(history, moves_only)
+        _print_table(history, moves_only, limit)
     for p, problem in history.tail_problems.items():
         warn(f"part {p} ends in a torn tail: {problem}")
 
 
-def _print_table(history: FrontierHistory, moves_only: bool) -> None:
+def _print_table(history: FrontierHistory, moves_only: bool, limit: int) -> None:
+    steps = [s for s in history.steps if s.moved or not moves_only]
+    shown = steps[-limit:] if limit else steps  # the latest events: where the stream is now
+    cut = len(steps) - len(shown)
     table = Table(title=f"frontier of stream {history.header.stream} ({history.header.peers} parts)",
                   title_justify="left")
     for c in ("step", "part", "seq", "updates", "part frontier", "stream frontier"):
         table.add_column(c, justify="right" if c in ("step", "part", "seq") else "left")
-    for s in history.steps:
-        if moves_only and not s.moved:
-            continue
+    if cut:  # the rows left out come first
+        table.add_row(*["…"] * len(table.columns), style="dim")
+    for s in shown:
         table.add_row(str(s.step), str(s.part), str(s.seq), Text(_updates_text(s.updates)),
                       Text(frontier_text(s.part_frontier)),
                       Text(frontier_text(s.stream_frontier), style="bold" if s.moved else "dim"))
     print_rich(table)
+    if cut:
+        left_out_note([counted(cut, "earlier move") + " of the stream's frontier" if moves_only
+                       else counted(cut, "earlier progress event")],
+                      limit, "" if moves_only else ", --moves-only only those that moved the stream's frontier")

@@ -15,7 +15,10 @@ from eventlog.events import Messages
 from eventlog.time import Time
 
 from ._common import (
+    counted,
     frontier_json,
+    left_out_note,
+    limit_option,
     frontier_text,
     human_bytes,
     open_uri,
@@ -77,15 +80,20 @@ def _lags(tallies: list[_PartTally], times: list[Time]) -> tuple[dict[int, int],
 @click.argument("uri")
 @click.argument("stream")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def stats(uri: str, stream: str, as_json: bool) -> None:
+@limit_option("the last N times, and the N parts most behind")
+def stats(uri: str, stream: str, as_json: bool, limit: int) -> None:
     """Per time: records and bytes (Arrow in-memory size of the records) of each part. Per part: events,
     records, bytes, frontier, and its lag: "seq behind" = events fewer than the longest part,
     "times behind" = captured times the most advanced part has completed but this part still holds.
     The stream's frontier is held back by the parts with the most times behind.
 
+    The tables show the last --limit times (default 50) and, of many parts, those most behind; a last line
+    on stderr says how many rows were left out.
+
     \b
     Example:
       replay stats /tmp/cap numbers
+      replay stats /tmp/cap numbers --limit 0          # every time and part
       replay stats /tmp/cap numbers --json | jq '.parts[] | select(.times_behind > 0)'
     """
     log = open_uri(uri)
@@ -128,14 +136,25 @@ def stats(uri: str, stream: str, as_json: bool) -> None:
     if as_json:
         print_json(doc)
     else:
-        _print_tables(doc, tallies, times, frontier)
+        _print_tables(doc, tallies, times, frontier, limit)
     for t in tallies:
         if t.tail_problem:
             warn(f"part {t.part} ends in a torn tail: {t.tail_problem}")
 
 
-def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Time], frontier: Antichain) -> None:
+def _most_behind(parts: list[dict[str, Any]], limit: int) -> set[int]:
+    """The ``limit`` parts most behind (times behind, then seq behind; ties: lower part first)."""
+    ranked = sorted(parts, key=lambda p: (-p["times_behind"], -p["seq_behind"], p["part"]))
+    return {p["part"] for p in ranked[:limit]}
+
+
+def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Time], frontier: Antichain,
+                  limit: int) -> None:
     wide = len(tallies) <= _WIDE
+    shown_times = list(range(len(times)))
+    if limit and len(times) > limit:
+        shown_times = shown_times[-limit:]  # the newest times: where a live or stuck stream is
+    cut_times = len(times) - len(shown_times)
     by_time = Table(title=f"stream {doc['stream']}: records (bytes) per time", title_justify="left")
     by_time.add_column("time")
     by_time.add_column("records", justify="right")
@@ -146,7 +165,10 @@ def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Ti
     else:
         for c in ("parts", "min/part", "max/part"):
             by_time.add_column(c, justify="right")
-    for x, row in zip(times, doc["times"]):
+    if cut_times:  # the rows left out come first
+        by_time.add_row(*["…"] * len(by_time.columns), style="dim")
+    for i in shown_times:
+        x, row = times[i], doc["times"][i]
         cells = [time_text(x), str(row["records"]), human_bytes(row["bytes"])]
         if wide:
             cells += [f"{t.per_time[x][0]} ({human_bytes(t.per_time[x][1])})" if x in t.per_time else "-"
@@ -155,12 +177,22 @@ def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Ti
             counts = [t.per_time[x][0] if x in t.per_time else 0 for t in tallies]
             cells += [str(sum(1 for c in counts if c)), str(min(counts)), str(max(counts))]
         by_time.add_row(*cells)
+    shown_parts = {p["part"] for p in doc["parts"]}
+    if limit and len(doc["parts"]) > limit:
+        shown_parts = _most_behind(doc["parts"], limit)
+    cut_parts = len(doc["parts"]) - len(shown_parts)
     parts = Table(title=f"parts (stream frontier {frontier_text(frontier)})", title_justify="left")
     for c in ("part", "events", "records", "bytes", "stored", "frontier", "seq behind", "times behind"):
         parts.add_column(c, justify="left" if c == "frontier" else "right")
     worst = max((p["times_behind"] for p in doc["parts"]), default=0)
     for t, p in zip(tallies, doc["parts"]):
+        if t.part not in shown_parts:
+            continue
         behind = Text(str(p["times_behind"]), style="bold red" if worst and p["times_behind"] == worst else "")
         parts.add_row(str(t.part), str(t.events), str(t.records), human_bytes(t.bytes), human_bytes(t.stored_bytes),
                       Text(frontier_text(t.frontier)), str(p["seq_behind"]), behind)
+    if cut_parts:  # parts less behind, anywhere between those shown
+        parts.add_row(*["…"] * len(parts.columns), style="dim")
     print_rich(by_time, parts)
+    left_out_note([counted(cut_times, "earlier time") if cut_times else "",
+                   counted(cut_parts, "part") + " less behind" if cut_parts else ""], limit)
