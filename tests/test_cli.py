@@ -476,6 +476,31 @@ def test_copy_with_workers_key_and_encoding(cli_uri):
     replay_cli("copy", cli_uri, dst, "numbers", "--to-stream", "k", "--key", "nope", expect=2)
 
 
+def test_copy_progress_shows_the_total_and_an_eta_on_a_terminal_only(cli_uri, monkeypatch):
+    import re
+
+    from rich.console import Console
+
+    import replay.cli._common as common
+
+    capture_numbers(cli_uri, peers=3, times=4)
+    events = len(stored_entries(cli_uri, "numbers"))
+    piped = replay_cli("copy", cli_uri, sibling(cli_uri, "-piped"), "numbers", "--workers", 2)
+    assert len(piped.stderr.splitlines()) == 1 and piped.stderr.startswith("copied ")  # nothing else when piped
+    screen = io.StringIO()
+    monkeypatch.setattr(common, "stderr_console", lambda: Console(file=screen, force_terminal=True, width=200))
+    for args, total in ((["--workers", 2], events), (["--workers", 2, "--key", "n"], 2 * events)):
+        screen.seek(0)
+        screen.truncate()
+        r = replay_cli("copy", cli_uri, sibling(cli_uri, f"-tty{len(args)}"), "numbers", *args)
+        frames = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue()).split("\r")
+        bars = [f for f in frames if "copying 'numbers'" in f]
+        # the source's events (read once per part of the copy with --key) are the total, from the first frame
+        assert bars and all(re.search(rf" \d+/{total} \d:\d\d:\d\d eta (-:--:--|\d:\d\d:\d\d)", f) for f in bars), bars
+        assert f" {total}/{total} " in bars[-1] and bars[-1].rstrip().endswith("eta 0:00:00")  # every read counted
+        assert r.stderr.startswith("copied ")
+
+
 def test_copy_of_an_open_stream_warns(cli_uri):
     capture_numbers(cli_uri, peers=1, times=2, finish=False)
     r = replay_cli("copy", cli_uri, cli_uri, "numbers", "--to-stream", "c")

@@ -390,16 +390,24 @@ def warn(message: str) -> None:
 @contextlib.contextmanager
 def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr while the block runs, disabled when stderr is not a terminal; yields
-    ``advance(n)``."""
+    ``advance(n)``. It shows done/total, the time elapsed and, with a ``total``, the time remaining."""
     console = stderr_console()
     if not console.is_terminal:
         yield lambda n=1: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True,
+        TextColumn("eta"), TimeRemainingColumn(), console=console, transient=True,
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)

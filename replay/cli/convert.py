@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-import threading
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import click
 
 from eventlog.errors import StreamNotFoundError
-from eventlog.events import Messages
+from eventlog.events import Entry, Messages
 from eventlog.header import ENCODINGS
-from eventlog.log import Log
+from eventlog.log import Log, PartReader
 from eventlog.time import less_equal
 from replay.copy import copy as copy_stream
 
@@ -24,7 +24,6 @@ from ._common import (
     note,
     open_uri,
     progress,
-    stderr_console,
     stream_header,
     time_text,
     uncommitted_option,
@@ -72,8 +71,10 @@ def copy(src: str, dst: str, stream: str, workers: int | None, key: tuple[str, .
         raise click.BadParameter(f"no field {missing[0]!r} in the records ({', '.join(header.schema.names)})",
                                  param_hint="'--key'")
     peers = workers or header.peers
-    source_events = total_events(src_log, header, range(header.peers))
-    with _CopyWatch(dst, name, peers, source_events):
+    # each part of the copy reads the source parts it is assigned, or, with --key, every source part
+    reads = total_events(src_log, header, range(header.peers)) * (peers if key else 1)
+    what = f"copying {stream!r}" + (f" (--key: source read {peers}x)" if key else "")
+    with progress(what, reads) as advance, _counting_reads(src_log, stream, advance):
         out = copy_stream(src_log, dst_log, stream, peers=peers, key=list(key) if key else None, encoding=encoding,
                           dst_stream=name)
     events = sum(dst_log.part_stats(name, p).events for p in range(out.peers))
@@ -89,45 +90,43 @@ def _unfinished_parts(log: Log, stream: str, peers: int) -> list[int]:
     return [p for p in range(peers) if not summarise_part(log, header, p, progress_only=True).frontier.is_empty()]
 
 
-class _CopyWatch:
-    """A spinner on stderr (terminals only) counting the events written to the destination while
-    ``replay.copy`` runs (it reports no progress itself). It reads the destination through a log object
-    of its own, since it polls from another thread."""
+class _CountedReader:
+    """A part reader that calls ``advance(1)`` for every entry it yields; anything else goes to ``reader``."""
 
-    def __init__(self, uri: str, stream: str, peers: int, source_events: int) -> None:
-        self._uri, self._stream, self._peers, self._source = uri, stream, peers, source_events
-        self._log: Log | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    def __init__(self, reader: PartReader, advance: Callable[[int], None]) -> None:
+        self._reader, self._advance = reader, advance
 
-    def _written(self) -> int:
-        try:
-            if self._log is None:
-                self._log = open_uri(self._uri, must_exist=False)
-            return sum(self._log.part_stats(self._stream, p).events for p in range(self._peers))
-        except Exception:  # noqa: BLE001 - the stream may not exist yet; the count is only a hint
-            return 0
+    def __iter__(self) -> Iterator[Entry]:
+        for entry in self._reader:
+            self._advance(1)
+            yield entry
 
-    def _watch(self, status: Any) -> None:
-        while not self._stop.wait(0.25):
-            status.update(f"copying: {self._written()} events written (source: {self._source} events)")
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
 
-    def __enter__(self) -> "_CopyWatch":
-        console = stderr_console()
-        if console.is_terminal:
-            self._status = console.status("copying")
-            self._status.__enter__()
-            self._thread = threading.Thread(target=self._watch, args=(self._status,), daemon=True)
-            self._thread.start()
+    def __enter__(self) -> "_CountedReader":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._status.__exit__(None, None, None)
-            if self._log is not None:
-                self._log.close()
+        self._reader.close()
+
+
+@contextlib.contextmanager
+def _counting_reads(log: Log, stream: str, advance: Callable[[int], None]) -> Iterator[None]:
+    """While the block runs, the events ``log`` (the CLI's own log object) yields from ``stream`` advance the
+    progress bar: ``replay.copy`` reports no progress itself, and the source events it reads, known up front
+    from ``part_stats``, give the bar its total and ETA."""
+    plain = log.reader
+
+    def reader(name: str, part: int, start: int = 1, *, progress_only: bool = False) -> Any:
+        r = plain(name, part, start, progress_only=progress_only)
+        return _CountedReader(r, advance) if name == stream and not progress_only else r
+
+    log.reader = reader  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del log.reader  # the class's method again
 
 
 @click.command("export", short_help="Write records to Parquet, Arrow, Avro or JSON lines.")
