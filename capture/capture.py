@@ -7,15 +7,22 @@ consolidated change as one Progress event; ``close`` empties the frontier (the p
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
-from typing import Iterable
+from typing import Any, Iterable
 
 import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.change_batch import ChangeBatch
-from eventlog.errors import HeaderMismatchError, LostDataError, ProgressError, StreamNotFoundError
+from eventlog.errors import (
+    HeaderMismatchError,
+    LostDataError,
+    ProgressError,
+    SchemaMismatchError,
+    StreamNotFoundError,
+)
 from eventlog.events import Messages, Progress
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartWriter, open_log
@@ -167,7 +174,12 @@ class Capture:
             raise ProgressError("capture is closed", stream=self.stream, part=self.worker)
 
     def send(self, time: Time, records: Records) -> None:
-        """Append records at ``time``; ``time`` must be in advance of the frontier. Empty records write nothing."""
+        """Append records at ``time``; ``time`` must be in advance of the frontier. Empty records write nothing.
+
+        ``records`` is a ``pyarrow.RecordBatch`` or ``Table`` of the stream's schema, or a list of dicts with
+        exactly the schema's columns as keys: a column missing from a dict (even a nullable one: pass
+        ``None`` for a null) or a key that is not a column raises ``SchemaMismatchError`` naming them, and
+        nothing of the call is written."""
         self._check_open()
         t = self.header.time_type.check(time)
         if not self._frontier.less_equal(t):
@@ -175,9 +187,34 @@ class Capture:
                 f"cannot send at time {t!r}: not in advance of the frontier {list(self._frontier)}",
                 stream=self.stream, part=self.worker, seq=self._writer.next_seq,
             )
+        if isinstance(records, (list, tuple)):
+            self._check_keys(records)
         batch = to_batch(records, self.header.schema, stream=self.stream, part=self.worker)
         if batch.num_rows:
             self._writer.append(Messages(t, batch))
+
+    def _check_keys(self, rows: "list[Any] | tuple[Any, ...]") -> None:
+        """Every dict in ``rows`` has exactly the schema's columns as keys; else a ``SchemaMismatchError`` that
+        names the first such record, the columns it lacks and the keys that are not columns. (A missing
+        column would otherwise become a silent null, a typo'd key a silent null plus an ignored value.)"""
+        names = self.header.schema.names
+        columns = set(names)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                return  # to_batch names it
+            if row.keys() == columns:
+                continue
+            missing = [n for n in names if n not in row]
+            extra = [k for k in row if k not in columns]
+            problems = []
+            if missing:
+                problems.append(f"has no {_columns_text(missing)} (pass None for a null)")
+            if extra:
+                hints = [f"{k!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(
+                         str(k), missing, n=1)) else repr(k) for k in extra]
+                problems.append(f"has {'a key' if len(extra) == 1 else 'keys'} not in the schema: {', '.join(hints)}")
+            raise SchemaMismatchError(f"records[{i}] {' and '.join(problems)}; the stream's columns are "
+                                      f"{_columns_text(names, label=False)}", stream=self.stream, part=self.worker)
 
     def advance_to(self, frontier: "Time | Antichain | Iterable[Time]") -> None:
         """Move the frontier to ``frontier`` (a time, an Antichain or times); it may not move backwards.
@@ -238,6 +275,12 @@ class Capture:
 
     def __repr__(self) -> str:
         return f"Capture({self.stream!r}, worker={self.worker}, peers={self.peers}, frontier={list(self._frontier)})"
+
+
+def _columns_text(names: "list[str]", *, label: bool = True, most: int = 20) -> str:
+    """``column 'a'`` / ``columns 'a', 'b'`` (``label=False``: just the names), at most ``most`` names."""
+    shown = ", ".join(repr(n) for n in names[:most]) + (f", … ({len(names)} in all)" if len(names) > most else "")
+    return f"{'column' if len(names) == 1 else 'columns'} {shown}" if label else shown
 
 
 __all__ = ["Capture"]

@@ -46,7 +46,7 @@ def test_accepts_batches_tables_and_dicts(log_uri, schema):
     with Capture(log, "s", 0, 1, schema=schema) as cap:
         cap.send(1, pa.record_batch({"x": [1], "s": ["a"]}))
         cap.send(1, pa.Table.from_batches([pa.record_batch({"x": [2], "s": ["b"]})] * 2))
-        cap.send(1, [{"x": 4}])  # missing nullable field: null
+        cap.send(1, ({"x": 4, "s": None},))  # a tuple of dicts; an explicit None is a null
         cap.send(1, [])  # nothing to write
     msgs = [e for e in events(log, "s") if isinstance(e, Messages)]
     assert [m.records.to_pylist() for m in msgs] == [
@@ -72,16 +72,50 @@ def test_errors_write_nothing(log_uri, schema):
     with pytest.raises(SchemaMismatchError, match="not in the schema"):
         cap.send(6, [{"x": 1, "zzz": 2}])
     with pytest.raises(SchemaMismatchError):
-        cap.send(6, [{"x": "nope"}])
+        cap.send(6, [{"x": "nope", "s": "a"}])
     with pytest.raises(InvalidTimeError):
-        cap.send(-1, [{"x": 1}])
+        cap.send(-1, [{"x": 1, "s": None}])
     with pytest.raises(InvalidTimeError):
         cap.advance_to(1.5)
     assert len(events(log, "s")) == before
     assert list(cap.frontier) == [5]
     cap.close()
     with pytest.raises(ProgressError, match="closed"):
-        cap.send(9, [{"x": 1}])
+        cap.send(9, [{"x": 1, "s": None}])
+
+
+def test_a_dict_must_have_every_column_and_no_other_key(log_uri, encoding):
+    schema = pa.schema([("word", pa.string()), ("count", pa.int64()), pa.field("note", pa.string(), nullable=True)])
+    log = open_log(log_uri)
+    cap = Capture(log, "counts", 1, 2, schema=schema, encoding=encoding)
+    cap.send(0, [{"word": "a", "count": 1, "note": None}])  # an explicit None is a null
+    before = [e.seq for e in log.reader("counts", 1)]
+
+    def refused(rows, *phrases):
+        with pytest.raises(SchemaMismatchError) as ei:
+            cap.send(1, rows)
+        assert (ei.value.stream, ei.value.part) == ("counts", 1)
+        assert "(stream 'counts', part 1)" in str(ei.value)
+        for phrase in phrases:
+            assert phrase in str(ei.value), str(ei.value)
+        return str(ei.value)
+
+    # a nullable column simply absent from the dict is missing, not a silent null
+    refused([{"word": "a", "count": 1}], "records[0] has no column 'note' (pass None for a null)")
+    # the first bad record is named, after good ones: nothing of the call is written
+    refused([{"word": "a", "count": 1, "note": "x"}, {"word": "b", "note": None}], "records[1] has no column 'count'")
+    refused(({},), "records[0] has no columns 'word', 'count', 'note'")
+    refused([{"word": "a", "count": 1, "note": None, "extra": 1, 7: 2}],
+            "records[0] has keys not in the schema: 'extra', 7")
+    message = refused([{"word": "a", "cnt": 1, "note": None}],
+                      "has no column 'count' (pass None for a null) and has a key not in the schema: 'cnt' "
+                      "(did you mean 'count'?)")
+    assert "the stream's columns are 'word', 'count', 'note'" in message
+    assert [e.seq for e in log.reader("counts", 1)] == before
+    cap.send(1, [{"note": "k", "count": 2, "word": "b"}])  # key order does not matter
+    cap.close()
+    msgs = [e.records.to_pylist() for e in events(log, "counts", 1) if isinstance(e, Messages)]
+    assert msgs == [[{"word": "a", "count": 1, "note": None}], [{"word": "b", "count": 2, "note": "k"}]]
 
 
 def test_not_null_fields_are_enforced(log_uri):
@@ -109,21 +143,21 @@ def test_reopen_with_other_header_is_refused(log_uri, schema):
         Capture(log, "other", 0, 1)
     assert [e.seq for e in log.reader("s", 1)] == []  # nothing was written by the refused opens
     with Capture(log, "s", 1, 2) as cap:  # header taken from the log
-        cap.send(0, [{"x": 1}])
+        cap.send(0, [{"x": 1, "s": None}])
     assert len(events(log, "s", 1)) == 2
 
 
 def test_reopen_continues_with_frontier_and_sequence(log_uri, schema):
     log = open_log(log_uri)
     cap = Capture(log, "s", 0, 1, schema=schema)
-    cap.send(0, [{"x": 1}])
+    cap.send(0, [{"x": 1, "s": None}])
     cap.advance_to(3)
     cap.abort()  # leaves the part unfinished
     cap = Capture(open_log(log_uri), "s", 0, 1)
     assert list(cap.frontier) == [3] and cap.next_seq == 3
     with pytest.raises(ProgressError):
-        cap.send(2, [{"x": 2}])
-    cap.send(3, [{"x": 2}])
+        cap.send(2, [{"x": 2, "s": None}])
+    cap.send(3, [{"x": 2, "s": None}])
     cap.close()
     assert [e.seq for e in open_log(log_uri).reader("s", 0)] == [1, 2, 3, 4]
     with pytest.raises(ProgressError, match="already finished"):
@@ -134,7 +168,7 @@ def test_exception_in_with_block_does_not_finish_the_part(log_uri, schema):
     log = open_log(log_uri)
     with pytest.raises(RuntimeError):
         with Capture(log, "s", 0, 1, schema=schema) as cap:
-            cap.send(0, [{"x": 1}])
+            cap.send(0, [{"x": 1, "s": None}])
             cap.advance_to(1)
             raise RuntimeError("operator failed")
     evs = events(log, "s")
@@ -144,15 +178,15 @@ def test_exception_in_with_block_does_not_finish_the_part(log_uri, schema):
 def test_product_times_and_antichain_frontiers(log_uri, schema, encoding):
     log = open_log(log_uri)
     with Capture(log, "p", 0, 1, schema=schema, time="product:2", encoding=encoding) as cap:
-        cap.send((0, 0), [{"x": 1}])
+        cap.send((0, 0), [{"x": 1, "s": None}])
         cap.advance_to(Antichain([(1, 0), (0, 1)]))
-        cap.send((3, 0), [{"x": 2}])
-        cap.send((0, 5), [{"x": 3}])
+        cap.send((3, 0), [{"x": 2, "s": None}])
+        cap.send((0, 5), [{"x": 3, "s": None}])
         with pytest.raises(ProgressError):
-            cap.send((0, 0), [{"x": 4}])
+            cap.send((0, 0), [{"x": 4, "s": None}])
         cap.advance_to([(1, 1)])
         with pytest.raises(ProgressError):
-            cap.send((0, 5), [{"x": 5}])
+            cap.send((0, 5), [{"x": 5, "s": None}])
     evs = events(log, "p")
     assert evs[1] == Progress((((0, 0), -1), ((0, 1), 1), ((1, 0), 1)))
     assert evs[2].time == (3, 0)
