@@ -66,6 +66,9 @@ class ChannelStore(abc.ABC):
     job: str
     max_bundle_bytes: int | None = None
     """The largest bundle the storage takes (None: no limit); writers cut bundles below it."""
+    min_idle_interval: float = 0.0
+    """The shortest interval between an idle channel's EMPTY bundles the storage wants (writers use the larger
+    of it and ``WriterSettings.idle_interval``); a frontier that moved is sent at once regardless."""
 
     @abc.abstractmethod
     def prepare(self, generation: int, channels: Sequence[str]) -> None:

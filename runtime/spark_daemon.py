@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy  # noqa: F401
 import pyarrow  # noqa: F401
+import pyarrow.acero  # noqa: F401 - Table.group_by (keyed aggregates) imports it on first use
 import pyarrow.compute  # noqa: F401
 import pyarrow.ipc  # noqa: F401
 

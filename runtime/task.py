@@ -191,7 +191,8 @@ class TaskRunner:
                 start = outputs.get(ch.name, 0) if valid else 0
                 ws.append(ChannelWriter(ch.name, self._channels.appender(self.generation, ch.position, ch.name),
                                         self._transfer, start_id=start,
-                                        max_bundle_bytes=self._channels.max_bundle_bytes))
+                                        max_bundle_bytes=self._channels.max_bundle_bytes,
+                                        min_idle_interval=self._channels.min_idle_interval))
             self._writers.extend(ws)
             self._routers.append(_Router(spec.routing[dst], ws, self.plan.nodes[dst].key, self.plan.key_groups))
         self._reader: ChannelReader | None = None

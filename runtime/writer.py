@@ -7,7 +7,7 @@ bounds the writer's memory. The transfer thread (``Transfer``) serves every writ
 BUNDLE from a ring once it holds ``bundle_messages`` messages or ``bundle_bytes`` bytes, or its oldest message
 waited ``bundle_delay`` seconds, or a barrier follows; it sends a BARRIER bundle for each checkpoint barrier
 (after the data before it), and an EMPTY bundle when a channel was idle for ``idle_interval`` seconds (20 ms by
-default) or only its frontier moved. Every bundle's ``BundleTs`` is the channel's frontier when it was cut
+default; none once it sent its final frontier) or only its frontier moved. Every bundle's ``BundleTs`` is the channel's frontier when it was cut
 (the writer's logical clock: no later message has a smaller time), so empty bundles move downstream
 frontiers. A channel whose reader lags by more than ``channel_capacity`` bytes (acknowledged through the job
 master) gets nothing until the reader catches up, so a slow consumer holds back its producers instead of
@@ -71,8 +71,10 @@ class ChannelWriter:
     """Writes one output channel: message ids, a bounded ring, the channel's frontier and barriers."""
 
     def __init__(self, name: str, appender: ChannelAppender, transfer: "Transfer", *, start_id: int = 0,
-                 start_ts: int = 0, max_bundle_bytes: int | None = None) -> None:
+                 start_ts: int = 0, max_bundle_bytes: int | None = None, min_idle_interval: float = 0.0) -> None:
         self.name = name
+        # the storage may ask for fewer idle EMPTY bundles (ChannelStore.min_idle_interval)
+        self._idle = max(transfer.settings.idle_interval, min_idle_interval)
         limit = transfer.settings.bundle_bytes
         if max_bundle_bytes is not None:   # the storage's record limit, less the bundle's headers
             limit = min(limit, max_bundle_bytes - bundle.BUNDLE_HEADER_SIZE - 16 * transfer.settings.bundle_messages)
@@ -161,9 +163,11 @@ class ChannelWriter:
         if self.sent_bytes - self.acked_bytes >= s.channel_capacity:
             return [], None                     # the reader lags: send nothing (an ack wakes us)
         if not ring:
-            if now - self._last_send >= s.idle_interval:
+            if self._sent_ts >= FINISHED_TS:
+                return [], None                 # finished: an EMPTY bundle would tell the reader nothing
+            if now - self._last_send >= self._idle:
                 return [(_FRONTIER, None, self._ts, now)], None   # idle: an EMPTY bundle
-            return [], self._last_send + s.idle_interval
+            return [], self._last_send + self._idle
         count = size = 0
         cut = flush
         oldest = None
