@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import warnings
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -47,6 +48,9 @@ class Capture:
     times the part had not completed, so the application re-sends every time from ``frontier`` on (FORMAT.md
     §1.1). ``continues=True`` is for an application that instead resumes exactly after ``next_seq`` and
     never re-sends (it knows what reached the log, as the runtime's log sink does): nothing is voided.
+
+    A capture that is garbage-collected without ``close()`` or ``abort()`` emits a ``ResourceWarning`` naming
+    its stream and part (like an unclosed file): its part stays open and replayers wait for it.
     """
 
     def __init__(
@@ -85,6 +89,7 @@ class Capture:
             self._frontier = self._recover_frontier()
         except BaseException:
             self._writer.close()
+            self._closed = True
             raise
         if self._frontier.is_empty() and self._writer.next_seq > 1:
             self._writer.close()
@@ -272,6 +277,22 @@ class Capture:
             _log.info("capture of stream %r part %d left by %s: part not finished", self.stream, self.worker,
                       exc_type.__name__)
             self.abort()
+
+    def __del__(self) -> None:
+        """Like an unclosed file: a capture collected without ``close()`` or ``abort()`` (nor a ``with`` block)
+        leaves its part open, so replayers wait for it forever; say so with a ``ResourceWarning``. Nothing is
+        written or closed here (finishing the part would claim times complete that may not be)."""
+        if getattr(self, "_closed", True):  # closed, aborted, or __init__ failed before the writer opened
+            return
+        try:
+            warnings.warn(
+                f"unclosed Capture of stream {self.stream!r} part {self.worker} (of {self.peers}, frontier "
+                f"{list(self._frontier)}) in {self.log.uri}: replayers wait for the part forever; close() finishes "
+                "it, abort() leaves it unfinished, a `with` block does either",
+                ResourceWarning, stacklevel=2, source=self,
+            )
+        except Exception:  # noqa: BLE001 - at interpreter shutdown the machinery may be gone
+            pass
 
     def __repr__(self) -> str:
         return f"Capture({self.stream!r}, worker={self.worker}, peers={self.peers}, frontier={list(self._frontier)})"

@@ -118,6 +118,51 @@ def test_a_dict_must_have_every_column_and_no_other_key(log_uri, encoding):
     assert msgs == [[{"word": "a", "count": 1, "note": None}], [{"word": "b", "count": 2, "note": "k"}]]
 
 
+def _capture_warnings(make) -> list[str]:
+    """The ResourceWarnings about captures while ``make()`` runs and its objects are collected."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make()
+        gc.collect()
+    return [str(w.message) for w in caught if issubclass(w.category, ResourceWarning) and "Capture" in str(w.message)]
+
+
+def test_a_capture_collected_unclosed_warns_like_an_unclosed_file(log_uri, schema):
+    log = open_log(log_uri)
+
+    def forgotten():
+        cap = Capture(log, "s", 1, 2, schema=schema)
+        cap.send(0, [{"x": 1, "s": "a"}])
+        cap.advance_to(3)
+
+    (message,) = _capture_warnings(forgotten)
+    assert message.startswith("unclosed Capture of stream 's' part 1 (of 2, frontier [3])")
+    assert "replayers wait for the part forever" in message and "close()" in message and "abort()" in message
+    assert [e.seq for e in log.reader("s", 1)] == [1, 2]  # nothing written or finished on its behalf
+
+
+def test_closed_aborted_and_refused_captures_do_not_warn(log_uri, schema):
+    log = open_log(log_uri)
+
+    def closed():
+        Capture(log, "a", 0, 1, schema=schema).close()
+        Capture(log, "b", 0, 1, schema=schema).abort()
+        with Capture(log, "c", 0, 1, schema=schema) as cap:
+            cap.advance_to(1)
+        with pytest.raises(RuntimeError):
+            with Capture(log, "d", 0, 1, schema=schema):
+                raise RuntimeError("operator failed")  # the with block aborts
+        with pytest.raises(ProgressError, match="already finished"):
+            Capture(log, "a", 0, 1)  # opened its writer, then refused
+        with pytest.raises(HeaderMismatchError):
+            Capture(log, "a", 0, 3)  # refused before opening a writer
+
+    assert _capture_warnings(closed) == []
+
+
 def test_not_null_fields_are_enforced(log_uri):
     schema = pa.schema([pa.field("x", pa.int64(), nullable=False)])
     with Capture(open_log(log_uri), "s", 0, 1, schema=schema) as cap:
@@ -226,13 +271,13 @@ def test_expect_next_seq_refuses_a_log_that_lost_events(log_uri, schema):
     cap.send(0, [{"x": 1, "s": "a"}])
     cap.advance_to(1)
     saved = cap.next_seq
-    cap._writer.close()  # the application stops without finishing the part
+    cap.abort()  # the application stops without finishing the part
     # the saved position holds: the writer continues
     cap = Capture(log_uri, "s", 0, 1, expect_next_seq=saved)
     assert cap.next_seq == saved
     cap.send(1, [{"x": 2, "s": "b"}])
     cap.advance_to(2)
-    cap._writer.close()  # a crash: the part is not finished
+    cap.abort()  # a crash: the part is not finished (abort only releases the writer)
     # a position beyond what the part holds: events are gone
     with pytest.raises(LostDataError) as e:
         Capture(log_uri, "s", 0, 1, expect_next_seq=saved + 10)
