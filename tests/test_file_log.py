@@ -132,7 +132,7 @@ def test_torn_tail_is_cut_on_reopen_and_readers_stop_before_it(tmp_path, schema,
     (rec,) = log2.recoveries
     assert rec.events_cut == 1 and rec.bytes_cut == 44 and rec.next_seq == 11
     assert "torn tail" in caplog.text
-    cap.send(5, [{"x": 5}])
+    cap.send(5, [{"x": 5, "s": None}])
     cap.close()
     assert [e.seq for e in open_log(tmp_path).reader("s", 0)] == list(range(1, 13))
     assert len(seg_files(tmp_path, ".arrows")) == 2  # appending continued in a new segment
@@ -238,7 +238,7 @@ def test_sync_modes_all_persist_on_close(tmp_path, sync):
 
 def test_flush_mode_makes_appends_visible_at_advance(tmp_path, schema):
     cap = Capture(open_log(tmp_path, sync="flush"), "s", 0, 1, schema=schema)
-    cap.send(0, [{"x": 1}])
+    cap.send(0, [{"x": 1, "s": None}])
     cap.advance_to(1)
     assert len(list(open_log(tmp_path).reader("s", 0))) == 2
     cap.close()

@@ -122,12 +122,12 @@ def test_precreated_empty_topic_gets_the_header(kafka_uri, kafka_bootstrap):
 def test_restarted_writer_continues_after_the_last_sequence_id(kafka_uri):
     log = open_log(kafka_uri)
     cap = Capture(log, "s", 0, 1, schema=SCHEMA)
-    cap.send(0, [{"n": 1}])
+    cap.send(0, [{"n": 1, "s": None}])
     cap.advance_to(3)
     cap.abort()
     cap = Capture(open_log(kafka_uri), "s", 0, 1)  # another process would see the same
     assert cap.next_seq == 3 and list(cap.frontier) == [3]
-    cap.send(4, [{"n": 2}])
+    cap.send(4, [{"n": 2, "s": None}])
     cap.close()
     assert [e.seq for e in open_log(kafka_uri).reader("s", 0)] == [1, 2, 3, 4]
 
@@ -168,7 +168,7 @@ def test_reader_follows_new_records(kafka_uri):
     reader = open_log(kafka_uri).reader("s", 0)
     seen = []
     for t in range(5):
-        cap.send(t, [{"n": t}])
+        cap.send(t, [{"n": t, "s": None}])
         cap.advance_to(t + 1)
         seen += [e.seq for e in reader]
     cap.close()
@@ -297,7 +297,7 @@ def test_seek_by_wall_clock_time_uses_record_timestamps(kafka_uri):
             time.sleep(0.05)
             marks["before3"] = int(time.time() * 1000)
             time.sleep(0.05)
-        cap.send(t, [{"n": t}])
+        cap.send(t, [{"n": t, "s": None}])
         cap.advance_to(t + 1)
     cap.close()
     seq = open_log(kafka_uri).seq_for_timestamp("s", 0, marks["before3"])
