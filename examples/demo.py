@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,17 @@ def start_spark(partitions: int):
 
     register(spark)
     return spark
+
+
+def _replay_command() -> str:
+    """How to call the ``replay`` CLI from here: ``replay`` when it is on PATH and is this environment's,
+    else its path in this environment (``make demo`` installs it in .venv/bin, which is not on PATH)."""
+    mine = os.path.join(os.path.dirname(sys.executable), "replay")
+    on_path = shutil.which("replay")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(mine):
+        return "replay"
+    rel = os.path.relpath(mine)
+    return rel if not rel.startswith("..") else mine
 
 
 def main() -> None:
@@ -103,7 +115,11 @@ def main() -> None:
     verdict = "[green]every epoch matches the job[/green]" if same and len(per_time) == len(job) else \
         "[red]the replay differs from the job[/red]"
     console.print(f"{verdict} ({time.monotonic() - started:.0f} s)")
-    console.print(f"look at the log:  replay ls {args.log}   |   replay cat {args.log} {STREAM} -n 5")
+    replay = _replay_command()
+    console.print(f"look at the log:  {replay} ls {args.log}   |   {replay} cat {args.log} {STREAM} -n 5")
+    if replay != "replay":
+        console.print(f"({replay} is the CLI of this environment; `source {os.path.dirname(replay)}/activate` puts "
+                      "`replay` on PATH)")
     console.print(f"segments are plain Arrow IPC streams: {args.log}/{STREAM}/part-*/<first seq>.arrows; "
                   "the format is specified in schemas/FORMAT.md")
     if not same:
