@@ -381,3 +381,16 @@ def test_a_creation_interrupted_before_every_header_record_is_completed_by_the_p
     assert [type(e.event).__name__ for e in open_log(kafka_uri).reader("s", 2)] == ["Messages", "Progress"]
     first = raw_records(kafka_bootstrap, topic, 2)[0]
     assert first[0] == b"2" and first[2] == {"eventlog.kind": b"header"}
+
+
+def test_producer_and_consumer_only_settings_reach_only_their_clients():
+    """A setting of one kind of client given in the URI reaches that kind only (librdkafka warns about the others),
+    the runtime's channel settings included."""
+    t = parse_kafka_uri("kafka://h:1/p?enable.gapless.guarantee=true&message.timeout.ms=0&fetch.queue.backoff.ms=5"
+                        "&max.poll.interval.ms=600000&client.id=x")
+    assert t.producer()["enable.gapless.guarantee"] == "true" and t.producer()["message.timeout.ms"] == "0"
+    assert "fetch.queue.backoff.ms" not in t.producer() and "max.poll.interval.ms" not in t.producer()
+    assert t.consumer()["fetch.queue.backoff.ms"] == "5" and t.consumer()["max.poll.interval.ms"] == "600000"
+    assert "enable.gapless.guarantee" not in t.consumer() and "message.timeout.ms" not in t.consumer()
+    assert "enable.gapless.guarantee" not in t.admin() and "fetch.queue.backoff.ms" not in t.admin()
+    assert t.producer()["client.id"] == t.consumer()["client.id"] == t.admin()["client.id"] == "x"

@@ -51,10 +51,13 @@ _TOPIC_PART = re.compile(r"^[A-Za-z0-9._-]+$")
 _PRODUCER_ONLY = {"acks", "enable.idempotence", "linger.ms", "batch.size", "compression.type", "retries",
                   "delivery.timeout.ms", "max.in.flight.requests.per.connection", "transactional.id",
                   "queue.buffering.max.messages", "queue.buffering.max.kbytes", "message.send.max.retries",
-                  "transaction.timeout.ms"}
+                  "transaction.timeout.ms", "enable.gapless.guarantee", "message.timeout.ms",
+                  "queue.buffering.max.ms", "compression.codec", "request.required.acks"}
 _CONSUMER_ONLY = {"group.id", "enable.auto.commit", "auto.offset.reset", "enable.partition.eof",
                   "fetch.wait.max.ms", "fetch.min.bytes", "isolation.level", "session.timeout.ms",
-                  "max.partition.fetch.bytes", "fetch.max.bytes", "queued.max.messages.kbytes"}
+                  "max.partition.fetch.bytes", "fetch.max.bytes", "queued.max.messages.kbytes",
+                  "fetch.queue.backoff.ms", "fetch.error.backoff.ms", "queued.min.messages", "max.poll.interval.ms",
+                  "auto.commit.interval.ms", "check.crcs"}
 
 
 class _Throttle(logging.Filter):
