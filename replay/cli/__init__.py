@@ -16,6 +16,7 @@ from .cat import cat, tail
 from .convert import copy, export
 from .diff import diff
 from .frontier import frontier
+from .import_ import import_
 from .info import info
 from .ls import ls
 from .run import run
@@ -43,7 +44,7 @@ def main(debug: bool) -> None:
     """
 
 
-for _command in (ls, info, cat, tail, stats, frontier, diff, verify, copy, export, run):
+for _command in (ls, info, cat, tail, stats, frontier, diff, verify, copy, export, import_, run):
     main.add_command(_command)
 
 __all__ = ["main"]
