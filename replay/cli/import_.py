@@ -9,6 +9,7 @@ Every chunk is checked against the parts' frontiers before anything of it is wri
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any, Iterator
@@ -49,16 +50,17 @@ class ImportInputError(EventLogError):
 
 
 def _binary_stdin() -> Any:
-    return click.get_binary_stream("stdin")
+    return sys.stdin.buffer
 
 
 def _read_batches(src: str, fmt: str, batch_rows: int, schema_from: pa.Schema | None,
-                  json_schema: pa.Schema | None) -> "tuple[pa.Schema | None, int | None, Iterator[pa.RecordBatch]]":
+                  json_schema: pa.Schema | None, files: contextlib.ExitStack
+                  ) -> "tuple[pa.Schema | None, int | None, Iterator[pa.RecordBatch]]":
     """The input's schema (None when it has no rows and no schema: empty JSON lines), its rows when known up
-    front, and its record batches."""
+    front, and its record batches; the files it opens are closed with ``files``."""
     try:
         if fmt == "jsonl":
-            return _read_jsonl(src, batch_rows, schema_from or json_schema)
+            return _read_jsonl(src, batch_rows, schema_from or json_schema, files)
         if src == "-" and fmt != "arrow":
             raise click.BadParameter(f"stdin is read as jsonl or an arrow stream, not {fmt}", param_hint="'--format'")
         if fmt == "parquet":
@@ -69,7 +71,7 @@ def _read_batches(src: str, fmt: str, batch_rows: int, schema_from: pa.Schema | 
         if fmt == "arrow":
             return _read_arrow(src)
         if fmt == "avro":
-            return _read_avro(src, batch_rows)
+            return _read_avro(src, batch_rows, files)
     except (pa.ArrowInvalid, ValueError) as e:
         if isinstance(e, click.ClickException):
             raise
@@ -77,18 +79,17 @@ def _read_batches(src: str, fmt: str, batch_rows: int, schema_from: pa.Schema | 
     raise ValueError(f"unknown import format {fmt!r}")
 
 
-def _read_jsonl(src: str, batch_rows: int, explicit: pa.Schema | None
+def _read_jsonl(src: str, batch_rows: int, explicit: pa.Schema | None, files: contextlib.ExitStack
                 ) -> "tuple[pa.Schema | None, None, Iterator[pa.RecordBatch]]":
     import pyarrow.json as pj
 
-    stream = _binary_stdin() if src == "-" else open(src, "rb")  # noqa: SIM115 - closed by the generator
+    stream = _binary_stdin() if src == "-" else files.enter_context(open(src, "rb"))
     parse = pj.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer") if explicit else None
     # blocks of about 1 MiB, at least: a JSON line cannot span two blocks
     read = pj.ReadOptions(block_size=1 << 20)
     try:
         reader = pj.open_json(stream, read_options=read, parse_options=parse)
     except pa.ArrowInvalid as e:
-        stream.close() if src != "-" else None
         if "Empty" in str(e) or "empty" in str(e):
             return explicit, 0, iter(())
         raise
@@ -99,9 +100,6 @@ def _read_jsonl(src: str, batch_rows: int, explicit: pa.Schema | None
                 yield from _slices(b, batch_rows)
         except pa.ArrowInvalid as e:
             raise ImportInputError(f"cannot read the input as jsonl: {e}", path=src) from None
-        finally:
-            if src != "-":
-                stream.close()
 
     return reader.schema, None, batches()
 
@@ -123,10 +121,10 @@ def _read_arrow(src: str) -> "tuple[pa.Schema, int | None, Iterator[pa.RecordBat
     return r.schema, None, iter(r)
 
 
-def _read_avro(src: str, batch_rows: int) -> "tuple[pa.Schema | None, None, Iterator[pa.RecordBatch]]":
+def _read_avro(src: str, batch_rows: int, files: contextlib.ExitStack) -> "tuple[pa.Schema | None, None, Iterator[pa.RecordBatch]]":
     import fastavro
 
-    f = open(src, "rb")  # noqa: SIM115 - closed by the generator
+    f = files.enter_context(open(src, "rb"))
     reader = fastavro.reader(f)
     rows: list[dict] = []
     first: list[pa.RecordBatch] = []
@@ -152,8 +150,6 @@ def _read_avro(src: str, batch_rows: int) -> "tuple[pa.Schema | None, None, Iter
                 yield pa.RecordBatch.from_pylist(chunk, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as e:
             raise ImportInputError(f"cannot read the input as avro: {e}", path=src) from None
-        finally:
-            f.close()
 
     return schema, None, batches()
 
@@ -164,10 +160,10 @@ def _schema_of_file(path: str) -> pa.Schema:
     if fmt not in ("parquet", "arrow", "avro"):
         raise click.BadParameter(f"{path}: a .parquet, .arrow/.feather or .avro file gives the schema",
                                  param_hint="'--schema-from'")
-    schema, _, batches = _read_batches(path, fmt, 1024, None, None)
+    with contextlib.ExitStack() as files:
+        schema, _, _ = _read_batches(path, fmt, 1024, None, None, files)
     if schema is None:
         raise click.BadParameter(f"{path} has no rows to take a schema from", param_hint="'--schema-from'")
-    batches.close() if hasattr(batches, "close") else None
     return schema
 
 
@@ -343,7 +339,16 @@ def import_(src_file: str, uri: str, stream: str, time_cols: str | None, time_co
     json_schema = stored.schema if (stored is not None and explicit is None and fmt == "jsonl") else None
     if json_schema is not None:  # parse JSON into the stream's types; the time column is inferred
         json_schema = pa.schema([f.with_nullable(True) for f in json_schema if f.name not in names])
-    in_schema, total, batches = _read_batches(src_file, fmt, batch_size, explicit, json_schema)
+    with contextlib.ExitStack() as files:
+        _import(log, stream, stored, src_file, fmt, names, time_const, keep_time, drop, workers, key, encoding,
+                explicit, json_schema, leave_open, batch_size, sort_rows, files)
+
+
+def _import(log: Log, stream: str, stored: Any, src_file: str, fmt: str, names: list[str], time_const: Any,
+            keep_time: bool, drop: tuple[str, ...], workers: int | None, key: tuple[str, ...], encoding: str | None,
+            explicit: pa.Schema | None, json_schema: pa.Schema | None, leave_open: bool, batch_size: int,
+            sort_rows: int, files: contextlib.ExitStack) -> None:
+    in_schema, total, batches = _read_batches(src_file, fmt, batch_size, explicit, json_schema, files)
     batches = iter(batches)
     first = next(batches, None)
     if in_schema is None and first is not None:
@@ -393,7 +398,8 @@ def import_(src_file: str, uri: str, stream: str, time_cols: str | None, time_co
     try:
         for p in range(peers):
             parts.append(_Part(Capture(log, stream, p, peers, schema=schema, encoding=encoding or
-                                       (stored.encoding if stored else "arrow"), time=time_type.name)))
+                                       (stored.encoding if stored else "arrow"), time=time_type.name,
+                                       continues=stored is not None)))
         writer = _Writer(parts, schema, record_names, names, const_time, time_type, list(key), batch_size, stream)
         with progress(f"importing into {stream!r}", total) as advance:
             chunk: list[pa.RecordBatch] = [] if first is None else [first]
