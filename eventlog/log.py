@@ -153,6 +153,11 @@ class Log(abc.ABC):
     def part_stats(self, stream: str, part: int) -> PartStats:
         """Sequence range and size of one part, without decoding events."""
 
+    def last_write(self, stream: str, part: int) -> float | None:
+        """When the part was last written (seconds since the epoch, wall clock), found cheaply (no scan):
+        how long a part that is not finished has been silent. None where the log cannot tell (the default)."""
+        return None
+
     def close(self) -> None:
         """Release resources held by the log."""
 

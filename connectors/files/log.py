@@ -164,6 +164,31 @@ class FileLog(Log):
             next_seq = segs[-1]
         return PartStats(segs[0], next_seq, size, len(segs))
 
+    def last_write(self, stream: str, part: int) -> float | None:
+        """The modification time of the part's newest segment or its index (whichever is later; seconds
+        since the epoch), None when the part has no segment or the filesystem does not tell. Stats two files."""
+        header = self.header(stream)
+        d = self._part_dir(header, part)
+        try:
+            segs = list_firsts(self._st, d, codec_for(header).file_suffix)
+        except OSError:
+            return None
+        if not segs:
+            return None
+        base = self._st.join(d, segment_name(segs[-1]))
+        times = []
+        for path in (base + codec_for(header).file_suffix, base + INDEX_SUFFIX):
+            try:
+                if isinstance(self._st, LocalStorage):
+                    times.append(os.stat(path).st_mtime)
+                elif isinstance(self._st, ArrowFsStorage):
+                    mtime = self._st.fs.get_file_info(path).mtime
+                    if mtime is not None:
+                        times.append(mtime.timestamp())
+            except OSError:
+                continue  # removed since listed
+        return max(times) if times else None
+
     def check_part(self, stream: str, part: int) -> list[CorruptLogError]:
         """What is wrong with one part's files, found without raising: an index shorter or longer than its
         segment, an index entry disagreeing with the segment, an orphan index (no segment) or a segment

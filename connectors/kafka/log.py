@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 import warnings
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ _SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABL
              KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
              # a leader that just took over after a broker or cluster restart, before it caught up
              KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
+_CHANNEL_TOPIC = re.compile(r"\.g\d{6}$")  # the runtime's channel topics: prefix.job.g000001
 _HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
 
 
@@ -174,6 +176,59 @@ class KafkaLog(Log):
                 continue  # not an eventlog stream
             out.append(stream)
         return out
+
+    def prefixes(self) -> dict[str, list[str]]:
+        """The topic prefixes of the cluster that hold eventlog streams, each with its streams, sorted; the
+        streams without a prefix are under ``""``. Cluster-wide, whatever this log's own prefix.
+
+        A topic ``p.s`` (or ``s``) holds stream ``s`` when the first record of its partition 0 is a stream
+        header naming ``s`` (format 2.0: an ``eventlog.kind: header`` record; 1.x: a STREAM_HEADER bundle).
+        Cheap: one record per candidate topic. Internal topics (``__…``) and the runtime's channel topics
+        (``….g000001``) are skipped, and so are topics whose partition 0 is empty or lost its start."""
+        out: dict[str, list[str]] = {}
+        for topic, meta in sorted(self._metadata().topics.items()):
+            if topic.startswith("__") or _CHANNEL_TOPIC.search(topic) or meta.error is not None \
+                    or 0 not in meta.partitions:
+                continue
+            stream = self._stream_in(topic)
+            if stream is None:
+                continue
+            if topic == stream:
+                out.setdefault("", []).append(stream)
+            elif topic.endswith("." + stream):
+                out.setdefault(topic[: -len(stream) - 1], []).append(stream)
+        return {p: sorted(s) for p, s in sorted(out.items())}
+
+    def _stream_in(self, topic: str) -> str | None:
+        """The stream the header record opening partition 0 of ``topic`` names, None when it opens with
+        anything else (or nothing)."""
+        try:
+            lo, hi = self.watermarks(topic, 0)
+            if lo > 0 or hi == 0:
+                return None
+            for rec in scan_partition(self, self._scanner(), topic, 0, 0):
+                if not rec.is_header:
+                    return None
+                return check_stream_name(rec.header(path=f"{topic}[0]@{rec.offset}").stream)
+        except (EventLogError, ValueError):
+            return None  # not a record eventlog wrote
+        return None
+
+    def last_write(self, stream: str, part: int) -> float | None:
+        """When the part's last event was written (seconds since the epoch): the timestamp of its last data
+        record (the writer's clock, FORMAT.md §9), or of its header record when it holds no events; None
+        when the partition is empty. Reads the few records at the partition's end, as ``tail`` does."""
+        header = self.header(stream)
+        self._check_part(header, part)
+        topic = self.target.topic(stream)
+        lo, hi = self.watermarks(topic, part)
+        if hi <= lo:
+            return None
+        last = self._last_data(topic, part, lo, hi)
+        if last is None:
+            for rec in scan_partition(self, self._scanner(), topic, part, lo):
+                last = rec
+        return last.ts / 1000 if last is not None else None
 
     def header(self, stream: str) -> StreamHeader:
         if stream in self._headers:
