@@ -1,8 +1,13 @@
-"""``replay ls``: the streams of a log with their peers, encoding, events, bytes, time range and frontier."""
+"""``replay ls``: the streams of a log with their peers, encoding, events, bytes, time range, frontier and
+open parts (with the age of their last event); on a Kafka cluster without a prefix, the prefixes that hold
+streams."""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from dataclasses import dataclass, field
+from urllib.parse import urlparse, urlunparse
 from typing import Any, Callable
 
 import click
@@ -29,7 +34,7 @@ from ._common import (
 from ._scan import merged_frontier, summarise_part
 
 _COLUMNS = ("stream", "peers", "encoding", "time", "events", "bytes")
-_SCAN_COLUMNS = ("records", "times", "frontier")
+_SCAN_COLUMNS = ("records", "times", "frontier", "state")
 
 
 @dataclass
@@ -59,19 +64,69 @@ def _list_stream(log: Log, stream: str, quick: bool, advance: Callable[[int], No
         return _Listing(doc, cells)
     times = set().union(*(p.times for p in parts))
     frontier = merged_frontier(p.frontier for p in parts)
-    open_parts = sum(1 for p in parts if not p.frontier.is_empty())
+    open_ = [p.part for p in parts if not p.frontier.is_empty()]
+    writes = [w for w in (_last_write(log, stream, p) for p in open_) if w is not None]
+    last = max(writes) if writes else None
     doc.update(
         records=sum(p.records for p in parts),
         times=len(times),
         first_time=time_json(min(times)) if times else None,
         last_time=time_json(max(times)) if times else None,
         frontier=frontier_json(frontier),
-        open_parts=open_parts,
+        finished=not open_,
+        open_parts=len(open_),
+        last_event=_iso(last) if last is not None else None,
+        last_event_age_s=round(max(0.0, time.time() - last), 1) if last is not None else None,
     )
     span = f"{time_text(min(times))}..{time_text(max(times))} ({len(times)})" if times else "-"
-    state = frontier_text(frontier) + (f" ({open_parts} of {header.peers} parts open)" if open_parts else "")
-    cells += [str(doc["records"]), span, state]
+    cells += [str(doc["records"]), span, frontier_text(frontier), _state_text(len(open_), header.peers, last)]
     return _Listing(doc, cells, torn_parts=[p.part for p in parts if p.tail_problem])
+
+
+def _last_write(log: Log, stream: str, part: int) -> float | None:
+    try:
+        return log.last_write(stream, part)
+    except (EventLogError, OSError):
+        return None  # the age is a hint: a part that cannot tell shows none
+
+
+def _iso(when: float) -> str:
+    return dt.datetime.fromtimestamp(when, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def age_text(seconds: float) -> str:
+    """A duration for humans: ``12 s``, ``5 min``, ``3 h``, ``2 d`` (rounded down)."""
+    seconds = max(0.0, seconds)
+    for unit, size, up_to in (("s", 1, 90), ("min", 60, 90 * 60), ("h", 3600, 48 * 3600)):
+        if seconds < up_to:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds // 86400)} d"
+
+
+def _state_text(open_parts: int, peers: int, last: float | None) -> str:
+    """``finished``, or ``2 of 3 open, last event 3 h ago``: parts whose writer has not finished them (a
+    capture never closed leaves its readers waiting) and how long the newest write among them is ago."""
+    if not open_parts:
+        return "finished"
+    text = f"{open_parts} of {peers} open" if open_parts < peers else f"{open_parts} open"
+    return text + (f", last event {age_text(time.time() - last)} ago" if last is not None else "")
+
+
+def _kafka_prefixes(log: Log) -> dict[str, list[str]] | None:
+    """The prefixes holding streams when ``log`` is a Kafka cluster named without a prefix, else None."""
+    if not log.uri.lower().startswith("kafka:"):
+        return None
+    from connectors.kafka import KafkaLog
+
+    if not isinstance(log, KafkaLog) or log.target.prefix:
+        return None
+    return log.prefixes()
+
+
+def _prefix_uri(uri: str, prefix: str) -> str:
+    """``uri`` (a Kafka URI without a prefix) naming ``prefix``, its settings kept."""
+    parsed = urlparse(uri)
+    return urlunparse(parsed._replace(path="/" + prefix))
 
 
 def _events_to_read(log: Log, names: list[str]) -> int:
@@ -87,39 +142,49 @@ def _events_to_read(log: Log, names: list[str]) -> int:
 @click.command("ls", short_help="List the streams of a log.")
 @click.argument("uri")
 @click.option("--quick", is_flag=True, help="Only headers and sizes: read no events (no records, times, frontier).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def ls(uri: str, quick: bool, as_json: bool) -> None:
     """List the streams of the log at URI: peers, encoding, time type, events, bytes, records, the range
-    and number of distinct times, and the merged frontier (empty = every part finished).
+    and number of distinct times, the merged frontier (empty = every part finished) and the state:
+    "finished", or how many parts are open and how long ago the newest of them was written (a capture
+    never closed leaves readers waiting).
 
     Reads every event to find times and frontiers (a progress bar on stderr); --quick reads none.
     An unreadable stream is listed with its error, and the exit code is then 3.
+
+    On a Kafka cluster without a prefix (kafka://host:port) it lists the prefixes holding streams and the
+    URI of each, then the streams without a prefix (--json: {"prefixes": [...], "streams": [...]}).
 
     \b
     Example:
       replay ls file:///tmp/cap
       replay ls /tmp/cap --json | jq -r '.[].stream'
+      replay ls kafka://127.0.0.1:9092
     """
     log = open_uri(uri)
-    names = log.streams()
+    prefixes = _kafka_prefixes(log)
+    names = prefixes.pop("", []) if prefixes is not None else log.streams()
     with progress("reading streams", 0 if quick else _events_to_read(log, names)) as advance:
         listings = [_list_stream(log, s, quick, advance) for s in names]
+    found = [{"prefix": p, "streams": s, "uri": _prefix_uri(log.uri, p)} for p, s in (prefixes or {}).items()]
     if as_json:
-        print_json([x.doc for x in listings])
-    elif not names:
-        warn(f"no streams in log {log.uri}")
+        docs = [x.doc for x in listings]
+        print_json(docs if prefixes is None else {"prefixes": found, "streams": docs})
+    elif not names and not found:
+        warn(f"no streams in log {log.uri}" + ("" if prefixes is None else
+                                                  " (no topic of the cluster opens with an eventlog stream header)"))
     else:
-        cols = _COLUMNS + (() if quick else _SCAN_COLUMNS)
-        table = Table(title=f"log {log.uri}", title_justify="left")
-        for c in cols:
-            table.add_column(c, justify="right" if c in ("peers", "events", "bytes", "records") else "left")
-        for x in listings:
-            if x.error is not None:
-                table.add_row(Text(x.doc["stream"]), *[""] * (len(cols) - 2),
-                              Text(f"unreadable: {x.error}", style="red"))
-            else:
-                table.add_row(*(Text(c) for c in x.cells))
-        print_rich(table)
+        if found:
+            table = Table(title=f"prefixes holding streams on kafka cluster {log.target.bootstrap}",  # type: ignore[attr-defined]
+                          title_justify="left")
+            for c in ("prefix", "streams", "names", "uri"):
+                table.add_column(c, justify="right" if c == "streams" else "left")
+            for f in found:
+                table.add_row(Text(f["prefix"]), Text(str(len(f["streams"]))), Text(_names_text(f["streams"])),
+                              Text(f["uri"]))
+            print_rich(table)
+        if names:
+            _print_streams(log, listings, quick, title=f"log {log.uri}" + (" (streams without a prefix)" if found else ""))
     for x in listings:
         for p in x.torn_parts:
             warn(f"stream {x.doc['stream']!r} part {p} ends in a torn tail (`replay verify` tells more)")
@@ -128,3 +193,21 @@ def ls(uri: str, quick: bool, as_json: bool) -> None:
         warn(f"stream {x.doc['stream']!r} is unreadable: {x.error}")
     if errors:
         raise click.exceptions.Exit(EXIT_LOG_ERROR)
+
+
+def _names_text(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f", … ({len(names) - shown} more)" if len(names) > shown else "")
+
+
+def _print_streams(log: Log, listings: list[_Listing], quick: bool, title: str) -> None:
+    cols = _COLUMNS + (() if quick else _SCAN_COLUMNS)
+    table = Table(title=title, title_justify="left")
+    for c in cols:
+        table.add_column(c, justify="right" if c in ("peers", "events", "bytes", "records") else "left")
+    for x in listings:
+        if x.error is not None:
+            table.add_row(Text(x.doc["stream"]), *[""] * (len(cols) - 2),
+                          Text(f"unreadable: {x.error}", style="red"))
+        else:
+            table.add_row(*(Text(c) for c in x.cells))
+    print_rich(table)
