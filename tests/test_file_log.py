@@ -304,3 +304,24 @@ def test_standalone_bodies_decode_from_the_header_alone(encoding):
     bodies = [enc.encode(i + 1, e) for i, e in enumerate(events)]
     dec = codec_for(StreamHeader.from_json(header.to_json())).standalone_decoder()  # another process
     assert [dec.decode(b) for b in bodies] == [(1, events[0]), (2, events[1])]
+
+
+def test_last_write_is_the_newest_file_time_on_every_storage(tmp_path, schema):
+    """Log.last_write: local disk and any pyarrow.fs filesystem give the newest segment/index time; the
+    in-process memory log keeps no file times (None); a part without segments has none either."""
+    import time
+
+    import pyarrow.fs as pafs
+
+    from connectors.files import FileLog
+
+    before = time.time() - 2
+    for log in (open_log(tmp_path / "local"), open_log(str(tmp_path / "fs"), filesystem=pafs.LocalFileSystem())):
+        with Capture(log, "s", 0, 2, schema=schema) as cap:
+            cap.send(0, [{"x": 1, "s": None}])
+        assert before <= log.last_write("s", 0) <= time.time() + 2
+        assert log.last_write("s", 1) is None
+    mem = open_log(f"memory://lastwrite-{os.getpid()}")
+    with Capture(mem, "s", 0, 1, schema=schema) as cap:
+        cap.send(0, [{"x": 1, "s": None}])
+    assert isinstance(mem, FileLog) and mem.last_write("s", 0) is None

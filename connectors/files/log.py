@@ -169,24 +169,22 @@ class FileLog(Log):
         since the epoch), None when the part has no segment or the filesystem does not tell. Stats two files."""
         header = self.header(stream)
         d = self._part_dir(header, part)
+        suffix = codec_for(header).file_suffix
         try:
-            segs = list_firsts(self._st, d, codec_for(header).file_suffix)
+            segs = list_firsts(self._st, d, suffix)
         except OSError:
             return None
         if not segs:
             return None
         base = self._st.join(d, segment_name(segs[-1]))
         times = []
-        for path in (base + codec_for(header).file_suffix, base + INDEX_SUFFIX):
+        for path in (base + suffix, base + INDEX_SUFFIX):
             try:
-                if isinstance(self._st, LocalStorage):
-                    times.append(os.stat(path).st_mtime)
-                elif isinstance(self._st, ArrowFsStorage):
-                    mtime = self._st.fs.get_file_info(path).mtime
-                    if mtime is not None:
-                        times.append(mtime.timestamp())
+                t = self._st.mtime(path)
             except OSError:
                 continue  # removed since listed
+            if t is not None:
+                times.append(t)
         return max(times) if times else None
 
     def check_part(self, stream: str, part: int) -> list[CorruptLogError]:

@@ -42,6 +42,10 @@ class Storage(Protocol):
 
     def list_dir(self, path: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
+    def mtime(self, path: str) -> float | None:
+        """When ``path`` was last modified (seconds since the epoch); None where the storage does not keep it.
+        OSError when it does not exist."""
+        ...
     def make_dirs(self, path: str) -> None: ...
     def read_file(self, path: str, limit: int | None = None) -> bytes:
         """The bytes of ``path``; at most ``limit`` of them when given (the rest is not read)."""
@@ -125,6 +129,9 @@ class LocalStorage:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def mtime(self, path: str) -> float | None:
+        return os.stat(path).st_mtime
 
     def make_dirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
@@ -270,6 +277,12 @@ class ArrowFsStorage:
     def exists(self, path: str) -> bool:
         return self.fs.get_file_info(path).type != pafs.FileType.NotFound
 
+    def mtime(self, path: str) -> float | None:
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(path)
+        return info.mtime.timestamp() if info.mtime is not None else None
+
     def make_dirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)
 
@@ -373,6 +386,11 @@ class MemoryStorage:
 
     def exists(self, path: str) -> bool:
         return path in self._files or path in self._dirs
+
+    def mtime(self, path: str) -> float | None:
+        if path not in self._files:
+            raise FileNotFoundError(path)
+        return None  # in-process files keep no times
 
     def make_dirs(self, path: str) -> None:
         parts = path.split("/")
