@@ -24,35 +24,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
 sys.path.insert(1, here)
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-from make_golden_logs import SCHEMA, rows  # noqa: E402
+from make_golden_logs import CREATED, SCHEMA, rows, write_golden  # noqa: E402
 
 from capture import Capture  # noqa: E402
-from eventlog import Antichain, StreamHeader, open_log  # noqa: E402
-
-CREATED = "2026-11-22T00:00:00.000Z"
+from eventlog import StreamHeader, open_log  # noqa: E402
 
 
 def capture(uri: str, restart: bool) -> list[str]:
     log = open_log(uri)
     names = []
     for enc in ("arrow", "avro"):
-        name = f"golden-{enc}"
-        log.create_stream(StreamHeader(name, 2, SCHEMA, "int64", enc, created=CREATED))
-        with Capture(log, name, 0, 2) as cap:
-            cap.send(0, rows(1, 2))
-            cap.advance_to(2)
-            cap.send(2, rows(3))
-            cap.send(5, rows(4, 5, 6))
-        with Capture(log, name, 1, 2) as cap:
-            cap.send(1, rows(7))
-            cap.advance_to(4)
-        product = f"golden-{enc}-product"
-        log.create_stream(StreamHeader(product, 1, SCHEMA, "product:2", enc, created=CREATED))
-        with Capture(log, product, 0, 1) as cap:
-            cap.send((0, 1), rows(8))
-            cap.advance_to(Antichain([(1, 0), (0, 2)]))
-            cap.send((1, 1), rows(9))
-        names += [name, product]
+        names += write_golden(log, enc)
         if restart:
             again = f"golden-{enc}-restart"
             log.create_stream(StreamHeader(again, 1, SCHEMA, "int64", enc, created=CREATED))

@@ -37,25 +37,35 @@ def rows(*ids):
     ]
 
 
+CREATED = "2026-11-22T00:00:00.000Z"
+
+
+def write_golden(log, enc: str) -> list[str]:  # noqa: ANN001 - any Log
+    """The golden streams of encoding ``enc`` (``golden-<enc>``, two int64 parts; ``golden-<enc>-product``, one
+    product:2 part), written into ``log``; returns their names. ``make_golden_kafka.py`` writes the same."""
+    name = f"golden-{enc}"
+    log.create_stream(StreamHeader(name, 2, SCHEMA, "int64", enc, created=CREATED))
+    with Capture(log, name, 0, 2) as cap:
+        cap.send(0, rows(1, 2))
+        cap.advance_to(2)
+        cap.send(2, rows(3))
+        cap.send(5, rows(4, 5, 6))
+    with Capture(log, name, 1, 2) as cap:
+        cap.send(1, rows(7))
+        cap.advance_to(4)
+    product = f"golden-{enc}-product"
+    log.create_stream(StreamHeader(product, 1, SCHEMA, "product:2", enc, created=CREATED))
+    with Capture(log, product, 0, 1) as cap:
+        cap.send((0, 1), rows(8))
+        cap.advance_to(Antichain([(1, 0), (0, 2)]))
+        cap.send((1, 1), rows(9))
+    return [name, product]
+
+
 def main(root: str) -> None:
     log = open_log(root)
     for enc in ("arrow", "avro"):
-        name = f"golden-{enc}"
-        log.create_stream(StreamHeader(name, 2, SCHEMA, "int64", enc, created="2026-11-22T00:00:00.000Z"))
-        with Capture(log, name, 0, 2) as cap:
-            cap.send(0, rows(1, 2))
-            cap.advance_to(2)
-            cap.send(2, rows(3))
-            cap.send(5, rows(4, 5, 6))
-        with Capture(log, name, 1, 2) as cap:
-            cap.send(1, rows(7))
-            cap.advance_to(4)
-        name = f"golden-{enc}-product"
-        log.create_stream(StreamHeader(name, 1, SCHEMA, "product:2", enc, created="2026-11-22T00:00:00.000Z"))
-        with Capture(log, name, 0, 1) as cap:
-            cap.send((0, 1), rows(8))
-            cap.advance_to(Antichain([(1, 0), (0, 2)]))
-            cap.send((1, 1), rows(9))
+        write_golden(log, enc)
 
 
 if __name__ == "__main__":
