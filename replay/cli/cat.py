@@ -12,22 +12,25 @@ from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.time import Time, less_equal
 
+from . import _live
 from ._common import (
     OFFSET,
     TIME,
     as_time,
     check_part,
     frontier_json,
+    frontier_text,
+    note,
     open_uri,
     start_seq,
     stream_header,
-    note,
     time_json,
     uncommitted_option,
     warn,
 )
+from ._live import LiveTail
 from ._output import FORMATS, RowWriter, default_format, row_writer
-from ._scan import PartCursor, held_notes, merged, open_cursors
+from ._scan import PartCursor, held_notes, merged, merged_frontier, open_cursors
 from ._values import BINARY_ENCODINGS, RecordConverter
 
 KINDS = ("messages", "progress", "all")
@@ -128,15 +131,26 @@ def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since
         st = log.part_stats(stream, p)
         starts[p] = start_seq(offset, st.first_seq, st.next_seq)
     cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress", isolation=isolation)
-    writer = row_writer(fmt or default_format(), _columns(header, kind))
+    live: LiveTail | None = None
+    writer: RowWriter
+    if follow and fmt in (None, "table") and (console := _live.live_console()).is_terminal:
+        writer = live = LiveTail(_columns(header, kind), header.schema, console, stream)
+    else:
+        writer = row_writer(fmt or default_format(), _columns(header, kind))
     printer = _Printer(header, writer, kind, since_t, until_t, max_rows, max_events, binary)
-    try:
+
+    def poll() -> None:
         _read(cursors, printer)
+        if live is not None:
+            live.status(len(cursors), sum(c.finished for c in cursors),
+                        frontier_text(merged_frontier(c.frontier for c in cursors)), printer.events)
         writer.flush()
+
+    try:
+        poll()
         while follow and not printer.full and not _done(cursors, until_t):
             _time.sleep(interval)
-            _read(cursors, printer)
-            writer.flush()
+            poll()
         torn = {} if follow or printer.full else {c.part: p for c in cursors if (p := c.check_tail())}
         held = [] if printer.full else held_notes(cursors)
     finally:
