@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ._output import _lookup, _Table
+from ._output import row_cells
 
 MAX_WIDTH = 60
 """No column is wider than this (before shrinking to the terminal's width)."""
@@ -76,11 +76,7 @@ class LiveTail:
     # -- RowWriter --
 
     def write(self, row: dict[str, Any]) -> None:
-        cells = [_Table._cell(k, _lookup(row, k)) for k, _ in self._columns]
-        if row.get("kind") == "progress":
-            for c in cells:
-                c.stylize("cyan")
-        self._rows.append(cells)
+        self._rows.append(row_cells(self._columns, row))
         self._new += 1
 
     def flush(self) -> None:

@@ -107,6 +107,16 @@ def _lookup(row: dict[str, Any], key: str) -> Any:
     return row.get(key, _ABSENT)
 
 
+def row_cells(columns: list[tuple[str, str]], row: dict[str, Any]) -> list[Text]:
+    """The table cells of ``row`` for ``columns`` (key, label), Progress rows in cyan: the terminal table and
+    the live view of ``tail -f`` draw rows alike."""
+    cells = [_Table._cell(k, _lookup(row, k)) for k, _ in columns]
+    if row.get("kind") == "progress":
+        for c in cells:
+            c.stylize("cyan")
+    return cells
+
+
 class _Table:
     """Rich tables of at most ``chunk`` rows; the header is printed once and column widths only grow, so
     consecutive chunks line up."""
@@ -131,11 +141,7 @@ class _Table:
         return Text(_compact(v))
 
     def write(self, row: dict[str, Any]) -> None:
-        cells = [self._cell(k, _lookup(row, k)) for k, _ in self._columns]
-        if row.get("kind") == "progress":
-            for c in cells:
-                c.stylize("cyan")
-        self._rows.append(cells)
+        self._rows.append(row_cells(self._columns, row))
         if len(self._rows) >= self._chunk:
             self.flush()
 
