@@ -47,10 +47,10 @@ def kafka_bootstrap() -> str:
 @pytest.fixture(scope="session")
 def kafka_cluster3() -> KafkaCluster:
     """A three-broker Apache Kafka cluster (KRaft, replication factor 3, ``min.insync.replicas=2``) for failure
-    tests, on ports 19292-19294 (quorum 19295-19297): started the first time a test asks for it, stopped and
-    deleted at the end of the session. It has ``bootstrap`` and ``kill(n)``/``restart(n)`` of node n (1..3);
+    tests, on ports 19292-19294 (quorum 19295-19297; $EVENTLOG_KAFKA3_PORT moves them, for parallel runs):
+    started the first time a test asks for it, stopped and deleted at the end of the session. It has ``bootstrap`` and ``kill(n)``/``restart(n)`` of node n (1..3);
     a test that kills a node restarts it before it ends."""
-    cluster = KafkaCluster(port=19292, brokers=3)
+    cluster = KafkaCluster(port=int(os.environ.get("EVENTLOG_KAFKA3_PORT", "19292")), brokers=3)
     cluster.start()
     try:
         yield cluster
