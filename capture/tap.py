@@ -55,6 +55,9 @@ def tap(
     the log at ``log_uri`` when a job runs. ``time``: an int, a product time or a column name (default 0);
     ``time_type``: ``"product:K"`` for an ``array<bigint>`` time column. The stream must be new unless
     ``replace=True`` (file logs: the old stream is deleted). See the module doc for retries and AQE."""
+    from eventlog._extras import require
+
+    require("pandas", "spark", "tap() (PySpark's mapInArrow)")
     from connectors.spark.schema import canonical_arrow_schema
     from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
     from connectors.spark.times import TimeSpec

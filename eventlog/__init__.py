@@ -17,6 +17,7 @@ from .errors import (
     LimitError,
     LogLimitError,
     LostDataError,
+    MissingExtraError,
     PartLockedError,
     ProgressError,
     SchemaMismatchError,
@@ -35,7 +36,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Antichain", "ChangeBatch", "ClusterUnavailableError", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
     "HeaderMismatchError", "INT64", "InterleavedWritersError", "InvalidTimeError", "InvalidURIError", "LimitError", "Log", "LogLimitError",
-    "LostDataError", "Messages",
+    "LostDataError", "Messages", "MissingExtraError",
     "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",
     "SchemaMismatchError", "SequenceError", "StreamHeader", "StreamNotFoundError", "Time", "TimeType",
     "UnsupportedVersionError", "WriterFencedError", "open_log",

@@ -143,5 +143,10 @@ class LostDataError(SequenceError):
     the stream's peers, or a reader resumes past the part's end."""
 
 
+class MissingExtraError(EventLogError, ImportError):
+    """A feature needs an optional package that is not installed; the message names the feature, the package
+    and the extra that installs it (``pip install 'eventlog[kafka]'``). Also an ``ImportError``."""
+
+
 def _rebuild(cls: type, reason: str, location: dict[str, Any]) -> EventLogError:
     return cls(reason, **location)

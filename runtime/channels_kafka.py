@@ -25,6 +25,10 @@ import time
 import uuid
 from typing import Any, Sequence
 
+from eventlog._extras import require
+
+require("confluent_kafka", "kafka", "kafka:// channels")
+
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from eventlog._extras import require
+
+require("pyspark", "spark", "the Spark data source")  # one clear error naming the extra, before any submodule
+
 from .source import NAME, EventlogDataSource
 from .staging import StreamExistsError
 from .uri import StreamURI, parse_stream_uri

@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from eventlog._extras import require
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.events import Progress
 from eventlog.header import StreamHeader
@@ -128,6 +129,7 @@ def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_
         raise click.BadParameter(f"the plot file must end in {', '.join(PLOT_SUFFIXES)}", param_hint="'--plot'")
     if plot_path is not None:
         check_output_file(plot_path, "'--plot'", force=None)
+        require("matplotlib", "plot", "replay frontier --plot")  # before reading the log, not after
     log = open_uri(uri)
     header = stream_header(log, stream)
     history = frontier_history(log, header)
