@@ -1,7 +1,8 @@
 """Replayers: rebuild a captured stream with any worker count, with exact frontiers and completed times."""
 
 from .copy import copy
+from .dataset import dataset
 from .keyhash import hash_array, worker_of
 from .replayer import MODES, Replayer
 
-__all__ = ["MODES", "Replayer", "copy", "hash_array", "worker_of"]
+__all__ = ["MODES", "Replayer", "copy", "dataset", "hash_array", "worker_of"]
