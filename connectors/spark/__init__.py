@@ -5,7 +5,8 @@
     from connectors.spark import register
     register(spark)                                    # once per SparkSession
     df = spark.read.format("eventlog").option("workers", 3).load("file:///tmp/cap/numbers")
-    df.write.format("eventlog").option("time", "epoch").save("file:///tmp/cap/copy")
+    df.write.format("eventlog").save("file:///tmp/cap/copy")    # at the records' _time; _part, _seq dropped
+    other.write.format("eventlog").option("time", "epoch").save("file:///tmp/cap/other")  # times from a column
 
 The path is a stream URI: the log URI with the stream name as last segment (``connectors.spark.uri``).
 Options are listed in ``connectors.spark.options``. Spark runs the data source in its Python workers:

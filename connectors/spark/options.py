@@ -11,7 +11,8 @@ option                        meaning
 ``since`` / ``until``         read: keep times ``t`` with ``since <= t`` and not ``until <= t`` (``7``, ``[1,2]``)
 ``incomplete``                batch read: also return records at times that are not complete (default false)
 ``maxRecordsPerTrigger``      streaming read: soft limit of records read from the log per micro-batch
-``time``                      write: a time (``0``, ``[1,2]``) or a column name (default: 0; streams: batch id)
+``time``                      write: a time (``0``, ``[1,2]``) or a column name (default: the frame's ``_time``
+                              if it was read through eventlog, else 0; streams: the batch id)
 ``timeType``                  write: ``int64`` or ``product:K`` (needed for ``array<bigint>`` time columns)
 ``encoding``                  write: ``arrow`` (default) or ``avro``
 ``peers``                     micro-batch writes: parts of a new stream (default: the first batch's partitions)

@@ -6,6 +6,8 @@ writing in executors), so everything it holds is plain data: options, URIs and s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
 from pyspark.sql.types import StructType
@@ -43,14 +45,26 @@ class EventlogDataSource(DataSource):
         return StreamReader(ReadOptions.parse(self.options), schema)
 
     def _write_setup(self, schema: StructType) -> tuple[WriteOptions, pa.Schema, TimeSpec]:
+        """The write options, the Arrow schema of the stored records and where their time comes from. A frame
+        read through this data source (it has ``_time``; ``_part``/``_seq`` too unless dropped) is written at
+        its ``_time``, and none of the three columns is stored: they come back on read."""
         opts = WriteOptions.parse(self.options)
-        clash = [n for n in schema.fieldNames() if n in META_COLUMNS]
-        if clash:
+        meta = tuple(n for n in schema.fieldNames() if n in META_COLUMNS)
+        full = canonical_arrow_schema(schema, stream=opts.target.stream)
+        if not meta:
+            return opts, full, TimeSpec.parse(opts.time, full, opts.time_type)
+        if "_time" not in meta:
             raise SchemaMismatchError(
-                f"columns {clash} are the data source's own; drop them before writing (e.g. df.drop(*{clash}))",
-                stream=opts.target.stream)
-        arrow = canonical_arrow_schema(schema, stream=opts.target.stream)
-        return opts, arrow, TimeSpec.parse(opts.time, arrow, opts.time_type)
+                f"columns {list(meta)} are the data source's own and there is no _time to write the records at; "
+                f"drop them before writing (df.drop(*{list(meta)}))", stream=opts.target.stream)
+        if opts.time is not None and opts.time.strip() != "_time":
+            raise SchemaMismatchError(
+                f"the DataFrame has _time (it was read through the eventlog data source), which is the time its "
+                f"records are written at, and also option time={opts.time!r}: leave out the time option, or drop "
+                f"{list(meta)} (df.drop(*{list(meta)})) to use {opts.time!r}", stream=opts.target.stream)
+        time = TimeSpec.parse("_time", full, opts.time_type)
+        stored = pa.schema([f for f in full if f.name not in meta], metadata=full.metadata)
+        return opts, stored, replace(time, strip=meta)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts, arrow, time = self._write_setup(schema)

@@ -33,7 +33,6 @@ import pyarrow.fs as pafs
 from pyspark.sql.datasource import WriterCommitMessage
 
 from capture import Capture
-from connectors.files.log import part_dir_name
 from eventlog.errors import EventLogError, PartLockedError, StreamNotFoundError
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
@@ -140,8 +139,11 @@ class PartStager:
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Capture ``batch`` (one Messages event per distinct time, possibly merged with later records)."""
-        batch = conform(batch, self.schema)
+        if not self.time.strip:
+            batch = conform(batch, self.schema)
         for t, records in self.time.split(batch):
+            if self.time.strip:  # the batch had the stripped columns too: conform what is kept
+                records = conform(records, self.schema)
             if t not in self._pending and records.num_rows >= self.EVENT_ROWS:
                 self._cap.send(t, records)
                 continue
@@ -193,10 +195,12 @@ def publish(staged_uri: str, target: StreamURI, part: int) -> bool:
 
 
 def _publish_by_rename(staged_uri: str, target: StreamURI, part: int) -> bool:
-    staged_root = StreamURI(staged_uri, target.stream).local_root
-    src = os.path.join(staged_root, target.stream, part_dir_name(0))
+    staged, dest = open_log(staged_uri), open_log(target.log_uri)
+    if staged.header(target.stream).version[0] != dest.header(target.stream).version[0]:
+        return _publish_by_copy(staged_uri, target, part)  # another layout (a 1.x target): copy the events
+    src = staged.part_path(target.stream, 0)  # type: ignore[attr-defined]
     stream_dir = os.path.join(target.local_root, target.stream)
-    dst = os.path.join(stream_dir, part_dir_name(part))
+    dst = dest.part_path(target.stream, part)  # type: ignore[attr-defined]
     if not os.path.isdir(src):  # an empty staged part still has its folder (Capture.close wrote progress)
         raise EventLogError(f"staged part {src} is missing", stream=target.stream, part=part)
     try:

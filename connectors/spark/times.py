@@ -30,6 +30,9 @@ class TimeSpec:
     time_type: TimeType
     literal: Time | None = None
     column: str | None = None
+    strip: tuple[str, ...] = ()
+    """Columns ``split`` removes from the records it yields: a replayed frame's ``_time``, ``_part`` and
+    ``_seq`` (its ``_time`` is the time; none of them is stored as data)."""
 
     @staticmethod
     def parse(value: "TimeArg | None", schema: pa.Schema, time_type: "str | TimeType | None" = None) -> "TimeSpec":
@@ -69,7 +72,16 @@ class TimeSpec:
         return TimeSpec(tt, literal=tt.check(value))
 
     def split(self, batch: pa.RecordBatch) -> Iterator[tuple[Time, pa.RecordBatch]]:
-        """``(time, records)`` for each distinct time in ``batch`` (in time order for int64 times)."""
+        """``(time, records)`` for each distinct time in ``batch`` (in time order for int64 times), without
+        the ``strip`` columns."""
+        if self.strip:
+            keep = [n for n in batch.schema.names if n not in self.strip]
+            for t, records in self._split(batch):
+                yield t, records.select(keep)
+            return
+        yield from self._split(batch)
+
+    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[Time, pa.RecordBatch]]:
         if batch.num_rows == 0:
             return
         if self.column is None:

@@ -6,6 +6,12 @@ time and a final Progress that finishes it. Task attempts stage their parts and 
 publishes exactly the attempts Spark committed (``connectors.spark.staging``): a retried or speculative
 task never leaves duplicates. The stream must not exist; ``mode("overwrite")`` replaces it.
 
+**A frame read through this data source** (``spark.read.format("eventlog").load(…)``, batch or streaming)
+carries ``_time``, ``_part`` and ``_seq``. Written back without a ``time`` option, its records go at their
+``_time`` and none of the three columns is stored (a read adds them again), so a replayed stream — filtered,
+repartitioned, joined — is written with the same times. ``_part``/``_seq`` without ``_time``, or ``_time``
+together with another ``time`` option, is a ``SchemaMismatchError`` that says which columns to drop.
+
 **Micro-batch append** (the streaming sink, and batch writes with ``.option("batchId", n)``, which
 ``capture.tap_batches`` uses inside ``foreachBatch``): the stream stays open (its parts are never finished)
 and has ``peers`` parts (option ``peers``; default: the first micro-batch's partition count); Spark
