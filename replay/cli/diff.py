@@ -1,18 +1,27 @@
 """``replay diff``: compare two captures of a stream time by time, as multisets of records, whatever their
-part counts: the first pass keeps an order-independent digest per time, a second pass reads the first
-diverging time again on both sides to show records that differ."""
+part counts.
+
+Both captures are read together, a replayer each, a chunk of records from one and then from the other. The
+records of a time wait until the time is complete in both captures (or both are read to their end); then the
+waiting records are compared in bulk with pyarrow's hash group-by: both sides' records with a time column and a
+side column (+1 in A, -1 in B), grouped on every column and the time, the side summed — a group whose sum is
+not 0 is a record one side holds more often than the other. Columns pyarrow cannot group on (lists, structs,
+maps) are grouped on a canonical text of each value, the JSON ``replay cat`` writes. A second pass reads the
+first diverging time again on both sides to show records.
+"""
 
 from __future__ import annotations
 
 import collections
-import hashlib
 import json
-from dataclasses import dataclass, field
-from typing import Any
+import math
+from typing import Any, Callable, Iterator
 
 import click
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from eventlog.antichain import Antichain
 from eventlog.events import Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log
@@ -23,63 +32,169 @@ from ._common import EXIT_DIFFERENT, frontier_text, open_uri, progress, stream_h
 from ._scan import total_events
 from ._values import RecordConverter
 
-_MASK = (1 << 64) - 1
+_CHUNK_ROWS = 64 * 1024
+"""Records read from one capture before turning to the other."""
+_COMPARE_ROWS = 2 * 1024 * 1024
+"""Records of complete times that wait before they are compared in one group-by."""
 
 
-def _row_key(row: dict[str, Any]) -> str:
+def _row_key(row: Any) -> str:
     return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass
-class _Digest:
-    """An order-independent digest of a multiset of records: count and two sums of 64-bit row hashes."""
-
-    count: int = 0
-    a: int = 0
-    b: int = 0
-
-    def add(self, key: str) -> None:
-        h = hashlib.blake2b(key.encode(), digest_size=16).digest()
-        self.count += 1
-        self.a = (self.a + int.from_bytes(h[:8], "little")) & _MASK
-        self.b = (self.b + int.from_bytes(h[8:], "little")) & _MASK
-
-
-@dataclass
 class _Side:
-    """What one capture holds: a digest per time, and its merged frontier at the end."""
+    """One capture being read: its replayer, the records per time, and the records of the times not yet
+    compared."""
 
-    label: str
-    uri: str
-    stream: str
-    digests: dict = field(default_factory=lambda: collections.defaultdict(_Digest))
-    frontier: Antichain = field(default_factory=Antichain)
+    def __init__(self, label: str, log: Log, header: StreamHeader, advance: Callable[[int], None]) -> None:
+        self.label, self.uri, self.stream = label, log.uri, header.stream
+        self.counts: dict[Time, int] = {}
+        """Records per time (every time with records)."""
+        self.waiting: dict[Time, list[pa.RecordBatch]] = collections.defaultdict(list)
+        """The records of the times not compared yet."""
+        self.done = False
+        self._replayer = Replayer(log, header.stream, 0, 1)
+        self._events: Iterator = iter(self._replayer)
+        self._advance = advance
+        self._seen = 0
+
+    @property
+    def frontier(self) -> Any:
+        """The capture's merged frontier after the events read (its final frontier once ``done``)."""
+        return self._replayer.frontier
 
     def complete(self, t: Time) -> bool:
-        return not self.frontier.less_equal(t)
+        """No record at ``t`` can follow in this capture (its frontier passed ``t``)."""
+        return not self._replayer.frontier.less_equal(t)
 
-
-def _read_side(label: str, log: Log, header: StreamHeader, converter: RecordConverter, advance: Any) -> _Side:
-    side = _Side(label, log.uri, header.stream)
-    with Replayer(log, header.stream, 0, 1) as r:
-        seen = 0
-        for ev in r:
+    def read(self, rows: int) -> None:
+        """Read events until ``rows`` more records arrived, or to the end (then ``done``)."""
+        got = 0
+        while got < rows:
+            ev = next(self._events, None)
+            if ev is None:
+                self.done = True
+                self._replayer.close()
+                break
             if isinstance(ev, Messages):
-                digest = side.digests[ev.time]
-                for row in converter.rows(ev.records):
-                    digest.add(_row_key(row))
-            advance(r.events_read - seen)
-            seen = r.events_read
-        side.frontier = r.frontier
-    return side
+                n = ev.records.num_rows
+                self.counts[ev.time] = self.counts.get(ev.time, 0) + n
+                self.waiting[ev.time].append(ev.records)
+                got += n
+        self._advance(self._replayer.events_read - self._seen)
+        self._seen = self._replayer.events_read
+
+    def close(self) -> None:
+        self._replayer.close()
+
+
+def _can_group(t: pa.DataType) -> bool:
+    """True when pyarrow's hash group-by takes keys of type ``t``."""
+    try:
+        pa.table({"k": pa.array([], t)}).group_by("k").aggregate([])
+        return True
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+
+
+def _group_key(field: pa.Field) -> Callable[[pa.ChunkedArray], "pa.ChunkedArray | pa.Array"]:
+    """How a column becomes a group-by key equal exactly for equal values: as it is; floats with every NaN
+    as one NaN; dictionaries decoded (their dictionaries differ between batches); and the columns pyarrow
+    cannot group on as the JSON text of each value (nulls stay null)."""
+    t = field.type
+    if pa.types.is_dictionary(t):
+        decoded = _group_key(field.with_type(t.value_type))
+        return lambda col: decoded(col.cast(t.value_type))
+    if pa.types.is_floating(t):
+        wide = pa.float32() if pa.types.is_float16(t) else t
+        nan = pa.scalar(math.nan, wide)
+        return lambda col: pc.if_else(pc.is_nan(col.cast(wide)), nan, col.cast(wide))
+    if not isinstance(t, pa.ExtensionType) and _can_group(t):
+        return lambda col: col
+    converter = RecordConverter(pa.schema([field.with_name("v")]), "hex")
+
+    def as_text(col: pa.ChunkedArray) -> pa.Array:
+        values = converter.columns(pa.table([col], names=["v"]))[0]
+        return pa.array([None if v is None else _row_key(v) for v in values], pa.string())
+
+    return as_text
+
+
+class _Multisets:
+    """Compares the records of both captures at a set of times (module doc)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+        self._keys = [_group_key(f) for f in schema]
+        self._names = [f"c{i}" for i in range(len(schema))] + ["_t"]
+
+    def _table(self, times: list[Time], ids: dict[Time, int], side: dict[Time, list[pa.RecordBatch]],
+               sign: int) -> pa.Table:
+        batches = [b for t in times for b in side.get(t, ())]
+        tids = np.fromiter((ids[t] for t in times for _ in side.get(t, ())), np.int32)
+        lengths = np.fromiter((b.num_rows for b in batches), np.int64, len(batches))
+        records = pa.Table.from_batches(batches) if batches else self.schema.empty_table()
+        n = records.num_rows
+        columns = [key(records.column(i)) for i, key in enumerate(self._keys)]
+        columns += [pa.array(np.repeat(tids, lengths)), pa.array(np.full(n, sign, np.int8))]
+        return pa.table(columns, names=self._names + ["_side"])
+
+    def differing(self, times: list[Time], a: dict[Time, list[pa.RecordBatch]],
+                  b: dict[Time, list[pa.RecordBatch]]) -> set[Time]:
+        """The ``times`` at which the records in ``a`` and ``b`` (records per time) are different multisets."""
+        if not times:
+            return set()
+        ids = {t: i for i, t in enumerate(times)}
+        both = pa.concat_tables([self._table(times, ids, a, 1), self._table(times, ids, b, -1)])
+        sums = both.group_by(self._names).aggregate([("_side", "sum")])
+        odd = sums.filter(pc.not_equal(sums["_side_sum"], 0))
+        return {times[i] for i in pc.unique(odd["_t"]).to_pylist()}
+
+
+def _compare(a: _Side, b: _Side, multisets: _Multisets) -> set[Time]:
+    """Read both captures to their end; the times whose records differ."""
+    differing: set[Time] = set()
+    ready: dict[str, dict[Time, list[pa.RecordBatch]]] = {"A": {}, "B": {}}
+    ready_rows = 0
+
+    def move(times: list[Time]) -> int:
+        rows = 0
+        for side in (a, b):
+            for t in times:
+                batches = side.waiting.pop(t, None)
+                if batches:
+                    ready[side.label][t] = batches
+                    rows += sum(x.num_rows for x in batches)
+        return rows
+
+    def flush() -> None:
+        nonlocal ready_rows
+        times = list(ready["A"].keys() | ready["B"].keys())
+        differing.update(multisets.differing(times, ready["A"], ready["B"]))
+        ready["A"], ready["B"], ready_rows = {}, {}, 0
+
+    while not (a.done and b.done):
+        for side in (a, b):
+            if not side.done:
+                side.read(_CHUNK_ROWS)
+        ready_rows += move([t for t in a.waiting.keys() | b.waiting.keys() if a.complete(t) and b.complete(t)])
+        if ready_rows >= _COMPARE_ROWS:
+            flush()
+    move(list(a.waiting.keys() | b.waiting.keys()))
+    flush()
+    return differing
 
 
 def _records_at(log: Log, stream: str, t: Time, converter: RecordConverter) -> collections.Counter:
+    """The records at time ``t`` (as JSON text, counted), read until ``t`` is complete."""
     rows: collections.Counter = collections.Counter()
     with Replayer(log, stream, 0, 1, since=t) as r:
         for ev in r:
-            if isinstance(ev, Messages) and ev.time == t:
-                rows.update(_row_key(row) for row in converter.rows(ev.records))
+            if isinstance(ev, Messages):
+                if ev.time == t:
+                    rows.update(_row_key(row) for row in converter.rows(ev.records))
+            elif r.is_complete(t):
+                break
     return rows
 
 
@@ -122,29 +237,33 @@ def diff(uri_a: str, uri_b: str, stream: str, stream_b: str | None, completed_on
     if problems:
         click.echo("captures differ: " + "; ".join(problems))
         raise click.exceptions.Exit(EXIT_DIFFERENT)
-    converter = RecordConverter(ha.schema, "hex")
     total = total_events(log_a, ha, range(ha.peers)) + total_events(log_b, hb, range(hb.peers))
     with progress("reading captures", total) as advance:
-        a = _read_side("A", log_a, ha, converter, advance)
-        b = _read_side("B", log_b, hb, converter, advance)
-    times = sorted(set(a.digests) | set(b.digests))
+        a, b = _Side("A", log_a, ha, advance), _Side("B", log_b, hb, advance)
+        try:
+            differing = _compare(a, b, _Multisets(ha.schema))
+        finally:
+            a.close()
+            b.close()
+    times = sorted(a.counts.keys() | b.counts.keys())
     if completed_only:
         times = [t for t in times if a.complete(t) and b.complete(t)]
-    differing = [t for t in times if a.digests.get(t, _Digest()) != b.digests.get(t, _Digest())]
+        differing = {t for t in differing if a.complete(t) and b.complete(t)}
     frontiers_differ = not completed_only and a.frontier != b.frontier
     if not differing and not frontiers_differ:
-        records = sum(a.digests[t].count for t in times if t in a.digests)
+        records = sum(a.counts.get(t, 0) for t in times)
         click.echo(f"equal: {len(times)} times, {records} records"
                    + ("" if completed_only else f", frontier {frontier_text(a.frontier)}"))
         return
     click.echo(f"A: {uri_a} stream {stream!r}; B: {uri_b} stream {stream_b or stream!r}")
     if differing:
-        first = differing[0]
-        click.echo(f"captures differ at {len(differing)} of {len(times)} times; first diverging time: "
+        ordered = sorted(differing)
+        first = ordered[0]
+        click.echo(f"captures differ at {len(ordered)} of {len(times)} times; first diverging time: "
                    f"{time_text(first)}")
-        _report_time(first, log_a, a, log_b, b, converter, sample)
-        if len(differing) > 1:
-            rest = ", ".join(time_text(t) for t in differing[1:11]) + (" …" if len(differing) > 11 else "")
+        _report_time(first, log_a, a, log_b, b, RecordConverter(ha.schema, "hex"), sample)
+        if len(ordered) > 1:
+            rest = ", ".join(time_text(t) for t in ordered[1:11]) + (" …" if len(ordered) > 11 else "")
             click.echo(f"other differing times: {rest}")
     if frontiers_differ:
         click.echo(f"frontiers differ: A {frontier_text(a.frontier)}, B {frontier_text(b.frontier)}")
