@@ -17,10 +17,12 @@ from .errors import (
     JobAbortedError,
     JobFailedError,
     JobGraphError,
+    LocationError,
     NotEnoughSlotsError,
     RescaleError,
     RuntimeJobError,
     TaskFailedError,
+    UnreachableLocationError,
     UnstorableStateError,
 )
 from .failover import JobResult, RestartBackoff
@@ -33,6 +35,6 @@ from .writer import WriterSettings
 __all__ = [
     "Advance", "ChannelError", "CheckpointCorruptError", "CheckpointError", "DEFAULT_KEY_GROUPS", "Fault",
     "FaultPlan", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError", "JobGraphError", "JobResult",
-    "KeyedStream", "NotEnoughSlotsError", "RescaleError", "RestartBackoff", "RuntimeJobError", "Stream",
-    "TaskFailedError", "UnstorableStateError", "WriterSettings",
+    "KeyedStream", "LocationError", "NotEnoughSlotsError", "RescaleError", "RestartBackoff", "RuntimeJobError",
+    "Stream", "TaskFailedError", "UnreachableLocationError", "UnstorableStateError", "WriterSettings",
 ]

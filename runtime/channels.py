@@ -74,6 +74,14 @@ class ChannelStore(abc.ABC):
     def prepare(self, generation: int, channels: Sequence[str]) -> None:
         """Create what a generation's channels need (the driver calls it before any task starts)."""
 
+    def mark(self, generation: int, token: str) -> None:
+        """Leave the run mark of ``generation`` where its tasks check it (the driver, after ``prepare``; a
+        store every task reaches over the network, like Kafka, has nothing to mark)."""
+
+    def check_mark(self, generation: int, token: str, *, task: str) -> None:
+        """Raise ``UnreachableLocationError`` when this task does not see the generation's channels as the
+        driver prepared them (``runtime.locations``)."""
+
     @abc.abstractmethod
     def appender(self, generation: int, position: int, channel: str) -> ChannelAppender:
         """The appender of one channel (position = its index in the generation's channel list)."""

@@ -25,6 +25,7 @@ from eventlog import bundle
 from .barrier import decode_barrier
 from .channels import CHANNEL_READ_CHUNK, ChannelAppender, ChannelStore, ChannelTail, local_path
 from .errors import ChannelError
+from .locations import check_mark, write_mark
 
 _HEADER = struct.Struct("<IQQIII")
 
@@ -162,6 +163,12 @@ class FileChannelStore(ChannelStore):
     def prepare(self, generation: int, channels: Sequence[str]) -> None:
         for name in channels:
             os.makedirs(os.path.join(self._gen_dir(generation), name), exist_ok=True)
+
+    def mark(self, generation: int, token: str) -> None:
+        write_mark(self._gen_dir(generation), generation, token)
+
+    def check_mark(self, generation: int, token: str, *, task: str) -> None:
+        check_mark(self._gen_dir(generation), generation, token, what="channels", uri=self.uri, task=task)
 
     def appender(self, generation: int, position: int, channel: str) -> ChannelAppender:
         return _FileAppender(os.path.join(self._gen_dir(generation), channel), channel)

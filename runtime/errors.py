@@ -61,4 +61,20 @@ class RescaleError(RuntimeJobError, ValueError):
 
 class NotEnoughSlotsError(RuntimeJobError):
     """Spark cannot gang-schedule every operator instance at once: barrier mode needs one task slot per
-    instance (``local[N]`` with N >= the total parallelism)."""
+    instance (``local[N]`` with N >= the total parallelism; on a cluster, that many cores of live executors,
+    which the driver waits for up to ``Job.run(slot_timeout=…)`` seconds before each generation)."""
+
+
+class LocationError(RuntimeJobError, ValueError):
+    """A run's checkpoint, channel, input or output location cannot work, found before the job starts: a
+    relative path or ``memory://`` URI when tasks run in Spark's processes (each executor would resolve it in
+    its own work folder or memory), or a URI scheme that kind of location does not support (checkpoints on
+    anything but a filesystem path, channels on anything but a path or ``kafka://``). The message names the
+    location, its kind and what would work."""
+
+
+class UnreachableLocationError(RuntimeJobError):
+    """A task does not see a folder the driver prepared for the run (the checkpoint store, or the file
+    channels of the generation): its executor does not share that disk with the driver. Raised by the task
+    before it starts (naming the folder and the task's host); the job fails at once, since every retry
+    would fail the same way."""

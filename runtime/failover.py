@@ -14,9 +14,16 @@ exception, a SIGKILLed Spark worker, a lost heartbeat — the master fails the g
 aborts at its next heartbeat (on Spark the job group is also cancelled), and after a back-off delay
 (``RestartBackoff``: exponential, bounded; it starts over after a generation that completed a checkpoint)
 the driver starts the next generation, at most ``max_restarts`` times, then raises ``JobFailedError``
-with the last failure. State a checkpoint cannot store (``UnstorableStateError``) fails the job at once:
-every retry would fail the same way. The run ends when the sources finished and the sinks committed the
-final checkpoint (or ``stop_after_checkpoints``).
+with the last failure. State a checkpoint cannot store (``UnstorableStateError``) and a task that does not
+see the driver's folders (``UnreachableLocationError``) fail the job at once: every retry would fail the
+same way. The run ends when the sources finished and the sinks committed the final checkpoint (or
+``stop_after_checkpoints``).
+
+Before anything is created, every location is checked (``runtime.locations.check_locations``: a relative
+path or ``memory://`` on Spark, an unsupported scheme raise ``LocationError``). Before each generation the
+driver leaves a run mark in the checkpoint store and the generation's file channels, which every task checks
+before it starts; on Spark it then waits up to ``slot_timeout`` seconds for a task slot per operator
+instance (``runtime.spark``) — after a lost executor, until its replacement registered.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .channels import open_channel_store
-from .errors import JobFailedError, RescaleError, UnstorableStateError
+from .errors import JobFailedError, RescaleError, UnreachableLocationError, UnstorableStateError
 from .faults import FaultPlan
+from .locations import check_locations, new_token, write_mark
 from .master import JobMaster
 from .state import CheckpointStore
 from .writer import WriterSettings
@@ -72,6 +80,9 @@ class JobResult:
     """Damaged checkpoints passed over when choosing where to restore (each error names its file)."""
     restored_from: list[int | None] = field(default_factory=list)
     """The checkpoint each generation restored (None: a fresh start)."""
+    slot_waits: list[float] = field(default_factory=list)
+    """Seconds the driver waited for Spark task slots before each generation (on a cluster: for executors to
+    register, or for a lost one's replacement; empty for ``spark=None`` runs)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,7 @@ class RestartBackoff:
         return min(self.maximum, self.initial * self.factor ** min(max(streak - 1, 0), 64))
 
 
-_FATAL = (UnstorableStateError,)
+_FATAL = (UnstorableStateError, UnreachableLocationError)
 """Failures no restart can cure: the job fails at once with the error."""
 
 
@@ -116,9 +127,11 @@ def _check_restore(manifest: dict[str, Any] | None, job: "Job") -> None:
 def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoint_interval: float | None,
             max_restarts: int, faults: FaultPlan | None, writer: WriterSettings | None,
             stop_after_checkpoints: int | None, timeout: float | None, heartbeat_interval: float,
-            chaining: bool = False, restart_backoff: RestartBackoff | None = None) -> JobResult:
+            chaining: bool = False, restart_backoff: RestartBackoff | None = None,
+            slot_timeout: float = 60.0) -> JobResult:
     """Run ``job`` (see ``Job.run`` and the module doc)."""
     plan = job.plan(chaining)
+    check_locations(plan, channels=channels, checkpoints=checkpoints, on_spark=spark is not None)
     backoff = restart_backoff or RestartBackoff()
     operators = {name: node.make() for name, node in plan.nodes.items()}   # only to verify restored state
     store = CheckpointStore(checkpoints, job.name)
@@ -134,7 +147,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
     else:
         from .spark import SparkExecutor
 
-        executor = SparkExecutor(spark, master)
+        executor = SparkExecutor(spark, master, slot_timeout=slot_timeout)
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     failures: list[str] = []
@@ -155,13 +168,16 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             _check_restore(manifest, job)
             restored.append(manifest["checkpoint"] if manifest else None)
             chan.prepare(generation, [c.name for c in plan.channels])
+            token = new_token()
+            write_mark(store.root, generation, token)
+            chan.mark(generation, token)
             master.begin(generation, manifest)
             gen_starts.append(time.time())
             _log.info("job %s generation %d starts from checkpoint %s", job.name, generation,
                       manifest["checkpoint"] if manifest else None)
             handle = executor.start(plan, generation, manifest, attempt=attempt, channels=channels,
                                     checkpoints=checkpoints, settings=settings, faults=faults,
-                                    heartbeat_interval=heartbeat_interval)
+                                    heartbeat_interval=heartbeat_interval, token=token, deadline=deadline)
             dropped = False
             while not handle.done():
                 for c in master.tick():
@@ -208,7 +224,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
         c = master.coordinator
         return JobResult(job.name, master.status, attempt + 1, len(failures), failures, c.completed_in_run,
                          c.completed_id, time.monotonic() - started, list(c.durations), tasks, failure_times,
-                         gen_starts, delays, fallbacks, restored)
+                         gen_starts, delays, fallbacks, restored, list(getattr(executor, "slot_waits", [])))
     finally:
         executor.close()
         chan.close()

@@ -51,6 +51,8 @@ class Node:
     make: Callable[[], Any] = field(repr=False)
     input: str | None = None
     key: Key | None = None
+    location: str | None = None
+    """The log URI a ``from_log`` source reads or a ``to_log`` sink writes (checked before a run)."""
 
 
 class Job:
@@ -107,6 +109,7 @@ class Job:
 
         node = self._add(SOURCE, "log_source", name, parallelism,
                          lambda: LogSource(uri, stream, poll_interval=poll_interval), None)
+        node.location = uri
         return Stream(self, node)
 
     def set_parallelism(self, name: str, parallelism: int) -> None:
@@ -149,15 +152,19 @@ class Job:
         heartbeat_interval: float = 0.01,
         chaining: bool = False,
         restart_backoff: "RestartBackoff | None" = None,
+        slot_timeout: float = 60.0,
     ) -> "JobResult":
         """Run the job until its sources' frontiers are empty and every sink committed its output.
 
         ``spark``: None runs every operator instance as a thread of this process; a SparkSession runs
         each as a task of one gang-scheduled (barrier mode) Spark job, which needs a task slot per instance
-        (``local[N]``, N >= ``plan().total_slots``). ``channels``: where channel bundles
-        live (a path / ``file://`` URI, or ``kafka://host:port/prefix``). ``checkpoints``: a path / ``file://``
-        URI every task can reach; if it holds a complete checkpoint of this job, the run resumes from it
-        (with the current parallelisms). ``checkpoint_interval``: seconds between checkpoints (None: only
+        (``local[N]``, N >= ``plan().total_slots``; on a cluster, that many cores of live executors, which
+        the driver waits for up to ``slot_timeout`` seconds before each generation, then raises
+        ``NotEnoughSlotsError``). ``channels``: where channel bundles live (a path / ``file://`` URI, or
+        ``kafka://host:port/prefix``). ``checkpoints``: a path / ``file://`` URI every task can reach; if it
+        holds a complete checkpoint of this job, the run resumes from it (with the current parallelisms).
+        With a SparkSession, paths must be absolute and logs not ``memory://`` (``LocationError`` before
+        the run starts; ``runtime.locations``). ``checkpoint_interval``: seconds between checkpoints (None: only
         the final one). A failed task restarts the job from the last complete checkpoint (the one before it
         if it is damaged), at most ``max_restarts`` times, waiting ``restart_backoff`` (default
         ``RestartBackoff()``: 50 ms doubling up to 2 s) before each. ``stop_after_checkpoints``: stop
@@ -171,7 +178,8 @@ class Job:
         return run_job(self, spark, channels=channels, checkpoints=checkpoints,
                        checkpoint_interval=checkpoint_interval, max_restarts=max_restarts, faults=faults,
                        writer=writer, stop_after_checkpoints=stop_after_checkpoints, timeout=timeout,
-                       heartbeat_interval=heartbeat_interval, chaining=chaining, restart_backoff=restart_backoff)
+                       heartbeat_interval=heartbeat_interval, chaining=chaining, restart_backoff=restart_backoff,
+                       slot_timeout=slot_timeout)
 
     def __repr__(self) -> str:
         ops = ", ".join(f"{n.name}x{n.parallelism}" for n in self.nodes.values())
@@ -234,8 +242,9 @@ class Stream:
         ``parts`` (default: the parallelism) is its part count, which later rescales keep."""
         from .sinks import LogSink
 
-        self._then("log_sink", lambda: LogSink(uri, stream, schema=schema, parts=parts, encoding=encoding),
-                   name, parallelism, SINK)
+        node = self._then("log_sink", lambda: LogSink(uri, stream, schema=schema, parts=parts, encoding=encoding),
+                          name, parallelism, SINK)
+        node.location = uri
 
 
 class KeyedStream:

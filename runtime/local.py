@@ -61,8 +61,8 @@ class LocalExecutor:
         self.master = master
 
     def start(self, plan: Plan, generation: int, manifest: dict[str, Any] | None, *, attempt: int, channels: str,
-              checkpoints: str, settings: WriterSettings, faults: FaultPlan,
-              heartbeat_interval: float) -> _LocalHandle:
+              checkpoints: str, settings: WriterSettings, faults: FaultPlan, heartbeat_interval: float,
+              token: str, deadline: float | None = None) -> _LocalHandle:
         """Start the generation's tasks; the handle tells when they all ended."""
         client = LocalClient(self.master)
         runners = []
@@ -72,7 +72,7 @@ class LocalExecutor:
                 raise ValueError("kill faults need tasks in their own processes (run on Spark)")
             runners.append(TaskRunner(plan, spec, generation=generation, manifest=manifest, channels_uri=channels,
                                       checkpoints_uri=checkpoints, client=client, writer_settings=settings,
-                                      faults=tf, heartbeat_interval=heartbeat_interval))
+                                      faults=tf, heartbeat_interval=heartbeat_interval, run_token=token))
         return _LocalHandle(runners)
 
     def close(self) -> None:

@@ -10,14 +10,25 @@ horizon (``commit``: sinks commit up to it, ``runtime.state``), ``stop`` (the jo
 generation is over: another task failed), and the acknowledged bytes of the task's output channels.
 
 Transport: in-process tasks call ``JobMaster.handle`` directly (``LocalClient``); Spark tasks connect to
-a small TCP server the driver runs on 127.0.0.1 (``MasterServer``, one JSON object per line each way,
-``TcpClient``) — Spark local mode runs every task on the driver's machine. A task that stops sending
+a small TCP server on the driver (``MasterServer``, one JSON object per line each way, ``TcpClient``). It
+binds the driver's bind address (``spark.driver.bindAddress``, else ``spark.driver.host``; 127.0.0.1 in
+local mode, where every task runs on the driver's machine) on an ephemeral port, and tasks connect to
+``spark.driver.host``. Every connection must first prove it belongs to the job: its first line is
+``{"secret": S}`` with the job's random secret ``S`` (``new_secret``, handed to the tasks inside their
+Spark closure); the server answers ``{"ok": true}``, or ``{"refused": why}`` and closes the connection for
+a missing or wrong secret, anything that is not such a line, or a line not sent within ``HELLO_TIMEOUT``
+seconds — nothing such a connection sends reaches the master. The secret travels in the clear, as the
+closure does over Spark's RPC: on an untrusted network enable Spark's ``spark.authenticate`` and
+``spark.network.crypto.enabled`` and keep the driver's ports behind a firewall. A task that stops sending
 heartbeats for ``heartbeat_timeout`` seconds fails its generation.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import logging
+import secrets
 import socket
 import socketserver
 import threading
@@ -27,6 +38,18 @@ from typing import Any
 from .checkpoint import CheckpointCoordinator
 from .graph import Plan
 from .state import CheckpointStore
+
+_log = logging.getLogger("runtime.master")
+
+HELLO_TIMEOUT = 10.0
+"""Seconds a new connection has to send its secret."""
+MAX_LINE = 16 << 20
+"""The longest line (bytes) the master reads; a longer one closes the connection."""
+
+
+def new_secret() -> str:
+    """A random secret for one run's control port."""
+    return secrets.token_hex(16)
 
 
 class JobMaster:
@@ -160,10 +183,49 @@ class LocalClient:
 
 
 class _Handler(socketserver.StreamRequestHandler):
+    def _hello(self) -> bool:
+        server = self.server
+        self.request.settimeout(HELLO_TIMEOUT)
+        why = None
+        try:
+            line = self.rfile.readline(4096)
+            hello = json.loads(line) if line.endswith(b"\n") else None
+            given = hello.get("secret") if isinstance(hello, dict) else None
+            if not isinstance(given, str):
+                why = "the first line must be {\"secret\": …} with the job's secret"
+            elif not hmac.compare_digest(given.encode(), server.secret.encode()):  # type: ignore[attr-defined]
+                why = "wrong secret"
+        except (ValueError, UnicodeDecodeError):
+            why = "the first line must be {\"secret\": …} with the job's secret"
+        except OSError:
+            why = f"no secret within {HELLO_TIMEOUT} s"
+        if why is not None:
+            server.refused += 1  # type: ignore[attr-defined]
+            _log.warning("job master: refused a connection from %s:%s: %s", *self.client_address[:2], why)
+            try:
+                self.wfile.write(json.dumps({"refused": why}).encode() + b"\n")
+                self.wfile.flush()
+            except OSError:
+                pass
+            return False
+        self.request.settimeout(None)
+        self.wfile.write(b'{"ok": true}\n')
+        self.wfile.flush()
+        return True
+
     def handle(self) -> None:
         master: JobMaster = self.server.master  # type: ignore[attr-defined]
         try:
-            for line in self.rfile:
+            if not self._hello():
+                return
+            while True:
+                line = self.rfile.readline(MAX_LINE)
+                if not line:
+                    return
+                if not line.endswith(b"\n"):
+                    _log.warning("job master: a line of more than %d bytes from %s:%s; closing", MAX_LINE,
+                                 *self.client_address[:2])
+                    return
                 try:
                     reply = master.handle(json.loads(line))
                 except Exception as e:  # noqa: BLE001 - a bad message must not kill the server
@@ -180,15 +242,30 @@ class _Server(socketserver.ThreadingTCPServer):
 
 
 class MasterServer:
-    """The master's TCP endpoint for tasks in other processes (JSON lines on ``host``, an ephemeral port)."""
+    """The master's TCP endpoint for tasks in other processes: JSON lines on ``bind`` (an ephemeral port),
+    each connection opened with the job's ``secret`` (see the module doc); tasks connect to ``advertise``
+    (default: the bound address)."""
 
-    def __init__(self, master: JobMaster, host: str = "127.0.0.1") -> None:
-        self._server = _Server((host, 0), _Handler)
+    def __init__(self, master: JobMaster, bind: str = "127.0.0.1", *, secret: str,
+                 advertise: str | None = None) -> None:
+        if not secret:
+            raise ValueError("the job master's control port needs a secret")
+        self._server = _Server((bind, 0), _Handler)
         self._server.master = master  # type: ignore[attr-defined]
-        self.address = self._server.server_address[:2]
+        self._server.secret = secret  # type: ignore[attr-defined]
+        self._server.refused = 0  # type: ignore[attr-defined]
+        port = self._server.server_address[1]
+        self.bound = self._server.server_address[:2]
+        """``(host, port)`` the server listens on."""
+        self.address = (advertise or self.bound[0], port)
         """``(host, port)`` tasks connect to."""
         self._thread = threading.Thread(target=self._server.serve_forever, name="job-master", daemon=True)
         self._thread.start()
+
+    @property
+    def refused(self) -> int:
+        """Connections refused so far (no or a wrong secret, or not the protocol)."""
+        return self._server.refused  # type: ignore[attr-defined]
 
     def close(self) -> None:
         """Stop serving."""
@@ -197,12 +274,23 @@ class MasterServer:
 
 
 class TcpClient:
-    """A task's link to the master's TCP server."""
+    """A task's link to the master's TCP server, opened with the job's ``secret``; raises ``ConnectionError``
+    naming the address when the master refuses it."""
 
-    def __init__(self, address: tuple[str, int], timeout: float = 30.0) -> None:
+    def __init__(self, address: tuple[str, int], secret: str, timeout: float = 30.0) -> None:
         self._sock = socket.create_connection(tuple(address), timeout=timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._file = self._sock.makefile("rwb")
+        try:
+            reply = self.call({"secret": secret})
+        except (ConnectionError, OSError, ValueError) as e:
+            self.close()
+            raise ConnectionError(f"the job master at {address[0]}:{address[1]} did not answer the secret: {e}") \
+                from None
+        if not reply.get("ok"):
+            self.close()
+            raise ConnectionError(f"the job master at {address[0]}:{address[1]} refused this task: "
+                                  f"{reply.get('refused')}")
 
     def call(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Send a heartbeat; returns the master's reply."""

@@ -112,11 +112,14 @@ def read_bundles(path: str) -> Iterator[tuple[int, memoryview]]:
 class CheckpointStore:
     """The checkpoints of one job (see the module doc)."""
 
-    def __init__(self, uri: str, job: str) -> None:
+    def __init__(self, uri: str, job: str, *, create: bool = True) -> None:
         self.uri = uri
         self.job = job
         self.root = os.path.join(os.path.abspath(local_path(uri)), job)
-        os.makedirs(self.root, exist_ok=True)
+        """The job's folder of checkpoints; ``create``: make it if missing (the driver does; a task must find it
+        where the driver made it, ``runtime.locations``)."""
+        if create:
+            os.makedirs(self.root, exist_ok=True)
 
     def _chk(self, checkpoint: int) -> str:
         return os.path.join(self.root, f"chk-{checkpoint:010d}")

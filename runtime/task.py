@@ -28,6 +28,7 @@ from .errors import JobAbortedError, TaskFailedError
 from .faults import TaskFaults
 from .graph import SINK, SOURCE, Plan, TaskSpec
 from .keygroups import instance_of_group, key_groups_of
+from .locations import check_mark
 from .operators import OperatorContext, StateCheck
 from .payload import FINISHED_TS, encode_batch
 from .reader import BARRIER, DATA, ChannelReader
@@ -75,7 +76,7 @@ class TaskRunner:
 
     def __init__(self, plan: Plan, spec: TaskSpec, *, generation: int, manifest: dict[str, Any] | None,
                  channels_uri: str, checkpoints_uri: str, client: Any, writer_settings: WriterSettings,
-                 faults: TaskFaults, heartbeat_interval: float = 0.01) -> None:
+                 faults: TaskFaults, heartbeat_interval: float = 0.01, run_token: str | None = None) -> None:
         self.plan = plan
         self.spec = spec
         self.generation = generation
@@ -87,6 +88,9 @@ class TaskRunner:
         self.settings = writer_settings
         self.faults = faults
         self.heartbeat_interval = heartbeat_interval
+        self.run_token = run_token
+        """The generation's run mark token (``runtime.locations``): checked in the checkpoint store and the
+        channels before the task starts; None skips the check."""
         self.key = spec.key
         # state shared with the heartbeat thread
         self._trigger = 0
@@ -167,8 +171,12 @@ class TaskRunner:
         spec = self.spec
         chain = spec.chain or [spec.node]
         self._chain = chain
-        self._store = CheckpointStore(self.checkpoints_uri, self.plan.name)
+        self._store = CheckpointStore(self.checkpoints_uri, self.plan.name, create=self.run_token is None)
         self._channels = open_channel_store(self.channels_uri, self.plan.name)
+        if self.run_token is not None:     # fail now, not hang, when this host does not see the driver's folders
+            check_mark(self._store.root, self.generation, self.run_token, what="checkpoint store",
+                       uri=self.checkpoints_uri, task=self.key)
+            self._channels.check_mark(self.generation, self.run_token, task=self.key)
         restores: list[dict[str, Any]] = [{} for _ in chain]
         if self.manifest is not None:
             for k, name in enumerate(chain):
