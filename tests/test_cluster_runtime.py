@@ -1,0 +1,243 @@
+"""The streaming runtime on a Spark standalone cluster (a master and two workers, separate executor JVMs on
+a shared disk; ``tests/_cluster.py``): the output equals the failure-free run's also after an executor JVM
+is SIGKILLed mid-job; the job master's control port refuses connections without the job's secret; slots
+are the live executors' (not ``spark.default.parallelism``); bad locations are refused before the job
+starts, and a task that does not see the driver's folders fails at once instead of hanging."""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import socket
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from runtime import Job, JobFailedError, LocationError, NotEnoughSlotsError, UnreachableLocationError
+from runtime.spark import driver_addresses, spark_slots
+from tests._cluster import SLOTS, cluster_spark, spark_cluster, wait_for_slots  # noqa: F401 - fixtures
+from tests.runtime.pipelines import expected_counts, read_counts, wordcount_job
+
+pytestmark = pytest.mark.spark
+
+ITEMS = 200
+
+
+class _Records(logging.Handler):
+    """Keeps the records of a logger (the job master's address, refused connections)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+        self._logger = logging.getLogger(name)
+
+    def __enter__(self) -> "_Records":
+        self._level = self._logger.level
+        self._logger.setLevel(logging.INFO)
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def find(self, text: str) -> list[logging.LogRecord]:
+        return [r for r in self.records if text in r.msg]
+
+
+def _job(name: str, out: str, delay: float = 0.002) -> Job:
+    """source x2 -> upper -> keep -> count x2 -> out: 7 operator instances (8 slots on the cluster)."""
+    return wordcount_job(name, out, mapper=1, items=ITEMS, delay=delay)
+
+
+def _exchange(address: tuple[str, int], *lines: bytes) -> list[bytes]:
+    """Send ``lines`` on a new connection; returns every line the server sent until it closed."""
+    with socket.create_connection(address, timeout=10) as s:
+        for line in lines:
+            try:
+                s.sendall(line)
+            except OSError:
+                break
+        f = s.makefile("rb")
+        return [ln for ln in f]
+
+
+def test_runtime_on_the_cluster_refuses_connections_without_the_job_secret(cluster_spark, tmp_path):
+    wait_for_slots(cluster_spark)
+    out = str(tmp_path / "out")
+    forged = json.dumps({"task": "out.0", "gen": 1, "failed": "forged failure"}).encode() + b"\n"
+    replies: dict[str, list[bytes]] = {}
+    with _Records("runtime") as logs:
+
+        def attack() -> None:
+            deadline = time.monotonic() + 60
+            while not logs.find("job master listening") and time.monotonic() < deadline:
+                time.sleep(0.01)
+            rec = logs.find("job master listening")[0]
+            bound, address = tuple(rec.args[1:3]), tuple(rec.args[3:5])
+            replies["bound"], replies["address"] = [repr(bound).encode()], [repr(address).encode()]
+            time.sleep(1.0)     # the tasks are running
+            replies["none"] = _exchange(address, forged, forged)
+            replies["wrong"] = _exchange(address, b'{"secret": "0123456789abcdef"}\n', forged)
+            replies["garbage"] = _exchange(address, b"\x00\xff not json\n", forged)
+
+        t = threading.Thread(target=attack, daemon=True)
+        t.start()
+        result = _job("secret", out, delay=0.01).run(
+            cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"), checkpoint_interval=0.2,
+            timeout=180)
+        t.join(30)
+    # the driver binds spark.driver.bindAddress and advertises spark.driver.host (both 127.0.0.1 here)
+    assert replies["bound"][0].startswith(b"('127.0.0.1',") and replies["address"][0].startswith(b"('127.0.0.1',")
+    for case in ("none", "wrong", "garbage"):
+        assert len(replies[case]) == 1 and b"refused" in replies[case][0], (case, replies[case])
+    assert b"wrong secret" in replies["wrong"][0]
+    assert len(logs.find("refused a connection")) == 3
+    # the forged failure reached nothing: no restart, output as without the attack
+    assert result.status == "finished" and result.restarts == 0, result.failures
+    assert read_counts(out) == expected_counts(items=ITEMS)
+    assert result.slot_waits == [0.0]
+
+
+def test_runtime_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, tmp_path):
+    """The executor JVM on worker 1 is SIGKILLed once the first checkpoint completed: its tasks' barrier stage
+    fails with Spark's executor-lost reason, the driver waits for the replacement executor's slots and
+    restarts from the checkpoint; the output equals the failure-free run's."""
+    wait_for_slots(cluster_spark)
+    out, ck = str(tmp_path / "out"), tmp_path / "ck"
+    killed: list[str] = []
+
+    def kill_after_first_checkpoint() -> None:
+        deadline = time.monotonic() + 120
+        while not list(ck.glob("killjob/chk-*/_COMPLETE")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        killed.append(spark_cluster.kill_executor(cluster_spark.sparkContext.applicationId, worker=1))
+
+    t = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
+    t.start()
+    result = _job("killjob", out, delay=0.01).run(cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(ck),
+                                                  checkpoint_interval=0.2, timeout=240)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert result.status == "finished" and result.restarts >= 1, result.failures
+    first = result.failures[0]
+    assert "ExecutorLostFailure" in first and "exited" in first, first         # Spark's reason, not py4j's
+    assert "An error occurred while calling" not in first
+    assert result.restored_from[1] is not None                                # from the checkpoint, not from scratch
+    assert len(result.slot_waits) == result.generations
+    assert read_counts(out) == expected_counts(items=ITEMS)
+
+
+def test_slots_are_the_live_executors_and_too_few_fail_after_a_bounded_wait(cluster_spark, tmp_path):
+    wait_for_slots(cluster_spark)
+    assert cluster_spark.sparkContext.defaultParallelism == 32   # spark.default.parallelism: not task slots
+    assert spark_slots(cluster_spark) == SLOTS
+    job = wordcount_job("toobig", str(tmp_path / "out"), items=20)   # 9 operator instances > 8 slots
+    started = time.monotonic()
+    with pytest.raises(NotEnoughSlotsError, match=r"9 operator instances, but after 1\.\d s the live executors "
+                                                  r"offer 8 task slots"):
+        job.run(cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"), slot_timeout=1.5,
+                timeout=60)
+    assert time.monotonic() - started < 30
+
+
+class _Conf:
+    def __init__(self, values: dict[str, str]) -> None:
+        self._values = values
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._values.get(key, default)
+
+
+class _Session:
+    def __init__(self, master: str, conf: dict[str, str]) -> None:
+        self.sparkContext = type("Ctx", (), {"master": master, "getConf": lambda _self: _Conf(conf)})()
+
+
+def test_the_job_master_binds_the_drivers_bind_address_and_advertises_its_host():
+    cluster = {"spark.driver.host": "10.1.2.3", "spark.driver.bindAddress": "0.0.0.0"}
+    assert driver_addresses(_Session("spark://m:7077", cluster)) == ("0.0.0.0", "10.1.2.3")
+    assert driver_addresses(_Session("spark://m:7077", {"spark.driver.host": "10.1.2.3"})) == ("10.1.2.3", "10.1.2.3")
+    assert driver_addresses(_Session("local[4]", cluster)) == ("127.0.0.1", "127.0.0.1")
+
+
+@pytest.mark.parametrize("where, value, words", [
+    ("checkpoints", "ck", "relative path"),
+    ("checkpoints", "s3://bucket/ck", "on object storage are not supported yet"),
+    ("checkpoints", "memory://ck", "not memory://"),
+    ("channels", "ch", "relative path"),
+    ("channels", "memory://ch", "not memory://"),
+    ("output", "memory://out", "memory:// log lives in one process"),
+    ("output", "out", "relative path"),
+    ("output", "ftp://host/out", "ftp:// is not a log URI"),
+])
+def test_bad_locations_are_refused_before_the_job_starts(cluster_spark, tmp_path, monkeypatch, where, value, words):
+    monkeypatch.chdir(tmp_path)
+    locations = {"checkpoints": str(tmp_path / "ck"), "channels": str(tmp_path / "ch"), "output": str(tmp_path / "o")}
+    locations[where] = value
+    job = _job("refused", locations["output"])
+    with pytest.raises(LocationError, match=words) as err:
+        job.run(cluster_spark, channels=locations["channels"], checkpoints=locations["checkpoints"], timeout=60)
+    assert repr(value) in str(err.value)
+    assert os.listdir(tmp_path) == []        # refused before anything was created
+
+
+def test_threads_keep_memory_outputs_and_relative_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = _job("threads", "memory://cluster-threads-out").run(channels="ch", checkpoints="ck", timeout=120)
+    assert result.status == "finished"
+    assert read_counts("memory://cluster-threads-out") == expected_counts(items=ITEMS)
+
+
+@pytest.mark.parametrize("unshared", ["checkpoints", "channels"])
+def test_a_task_that_does_not_see_the_drivers_folder_fails_at_once(cluster_spark, spark_cluster, tmp_path, monkeypatch,
+                                                                   unshared):
+    """``/proc/self/cwd/…`` is one absolute path that names another folder in every process: the driver's
+    working directory (``tmp_path`` here) and each executor's own work folder — an executor that does not
+    share the driver's disk."""
+    wait_for_slots(cluster_spark)
+    monkeypatch.chdir(tmp_path)
+    locations = {"checkpoints": str(tmp_path / "ck"), "channels": str(tmp_path / "ch")}
+    locations[unshared] = "/proc/self/cwd/" + unshared
+    started = time.monotonic()
+    with pytest.raises(UnreachableLocationError, match=r"job failed without a restart: .* on host .* does not see "
+                                                       rf"the {'checkpoint store' if unshared == 'checkpoints' else 'channels'}"
+                                                       r" '/proc/self/cwd/"):
+        _job("unshared", str(tmp_path / "out")).run(cluster_spark, channels=locations["channels"],
+                                                     checkpoints=locations["checkpoints"], timeout=120)
+    assert time.monotonic() - started < 60
+    # the tasks made no store of their own in their executors' work folders
+    assert not glob.glob(os.path.join(spark_cluster.data, "worker-*", "work", "*", "*", "checkpoints"))
+
+
+def _drivermod_source() -> str:
+    return ("def lines(part, offset):\n"
+            "    for i in range(offset, 10):\n"
+            "        yield i, [{'word': 'w', 'n': i}]\n")
+
+
+def test_sparks_failure_reason_is_surfaced(cluster_spark, tmp_path, monkeypatch):
+    """A job whose source function lives in a module only the driver can import (the environment was not
+    shipped to the executors): the failure names the Python error the executors hit."""
+    wait_for_slots(cluster_spark)
+    (tmp_path / "only_on_the_driver.py").write_text(_drivermod_source())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from only_on_the_driver import lines  # noqa: PLC0415 - the module exists only now
+
+    job = Job("unshipped")
+    src = job.from_generator(lines, parts=2, name="source")
+    schema = pa.schema([("word", pa.string()), ("count", pa.int64())])
+    src.key_by("word").count(name="count").to_log(str(tmp_path / "out"), "counts", schema=schema, name="out")
+    with pytest.raises(JobFailedError) as err:
+        job.run(cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"), max_restarts=0,
+                timeout=120)
+    text = str(err.value)
+    assert "ModuleNotFoundError: No module named 'only_on_the_driver'" in text, text
+    assert "An error occurred while calling" not in text
