@@ -20,6 +20,7 @@ from .import_ import import_
 from .info import info
 from .ls import ls
 from .run import run
+from .sql import sql
 from .stats import stats
 from .verify import verify
 
@@ -44,7 +45,7 @@ def main(debug: bool) -> None:
     """
 
 
-for _command in (ls, info, cat, tail, stats, frontier, diff, verify, copy, export, import_, run):
+for _command in (ls, info, cat, tail, stats, frontier, diff, sql, verify, copy, export, import_, run):
     main.add_command(_command)
 
 __all__ = ["main"]
