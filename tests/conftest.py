@@ -75,6 +75,14 @@ def log_uri(request, tmp_path) -> str:
     return f"memory://test-{os.getpid()}-{next(_memory_names)}"
 
 
+@pytest.fixture
+def file_format_1(monkeypatch):
+    """File logs created in this test (and in the processes it starts) write format 1.2 streams: the 1.x
+    layout (``header.json``, ``part-00000/``, ``.arrows`` streams, ``.index`` files) that byte-level tests of
+    1.x files poke at. Format 2.0 files have their own tests (test_file_format2.py)."""
+    monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "1.2")
+
+
 @pytest.fixture(params=["arrow", "avro"])
 def encoding(request) -> str:
     """Each event encoding."""

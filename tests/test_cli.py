@@ -580,3 +580,7 @@ def test_run_calls_the_function_per_worker_and_completed_time(tmp_path, cli_uri)
     replay_cli("run", cli_uri, "numbers", "--fn", f"{fns}:interrupt", expect=130)
     replay_cli("run", cli_uri, "numbers", "--fn", f"{fns}:missing", expect=2)
     replay_cli("run", cli_uri, "numbers", "--fn", "no_such_module_xyz:f", expect=2)
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -305,3 +305,7 @@ def test_progress_bar_on_a_terminal_only(tmp_path, uri, monkeypatch):
     monkeypatch.setattr(rich.console.Console, "is_terminal", property(lambda self: True))
     r = replay_cli("import", src, uri, "s", "--time", "t")
     assert "importing into 's'" in r.stderr
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -160,3 +160,7 @@ def test_prefix_uri_keeps_the_settings(kafka_bootstrap, kafka_uri):
     doc = json.loads(replay_cli("ls", f"kafka://{kafka_bootstrap}?eventlog.timeout=20", "--json").stdout)
     (entry,) = [p for p in doc["prefixes"] if p["prefix"] == prefix]
     assert entry["uri"] == f"{kafka_uri}?eventlog.timeout=20"
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -300,3 +300,7 @@ def test_frontier_plot_refuses_devices(tmp_path):
     r = replay_cli("frontier", tmp_path / "log", "numbers", "--plot", tmp_path / "null.svg", expect=2)
     assert "device" in r.stderr
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -138,10 +138,14 @@ def test_layout_and_header_problems(tmp_path):
     found, _ = problems(tmp_path)
     kinds = sorted((p["kind"], p["message"]) for p in found)
     assert ("layout", "part folder beyond the stream's 2 peers") in kinds
-    assert ("layout", "stream folder without header.json") in kinds
+    assert ("layout", "stream folder without its header file") in kinds
     assert ("layout", "unexpected file in the part folder") in kinds  # the renamed index
     assert any(k == "torn-tail" and "no index" in m for k, m in kinds)  # its segment now lacks an index
     capture_numbers(str(tmp_path), stream="other", peers=1, times=1)
     (tmp_path / "other" / "header.json").write_text("{not json")
     found, _ = problems(tmp_path, "other")
     assert [(p["kind"], p["stream"]) for p in found] == [("header", "other")]
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -330,3 +330,7 @@ def test_codec_for_refuses_what_an_encoding_cannot_store(t):
         codec_for(_header(schema, "avro"))
     assert e.value.stream == "s"
     codec_for(_header(schema, "arrow"))  # the arrow encoding stores any Arrow type
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

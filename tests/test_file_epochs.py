@@ -161,3 +161,7 @@ def test_a_reopened_writer_voids_the_incomplete_time_unless_it_continues(tmp_pat
         got = {t: sorted(table.column("x").to_pylist()) for t, table in r.completed()}
         assert r.voided == (0 if continues else 1)
     assert got == {0: [1, 2] if continues else [2]}
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

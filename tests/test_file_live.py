@@ -320,3 +320,7 @@ def test_stress_writer_process_and_followers(tmp_path, encoding):
         assert not r.problems, (sync, r.problems)
         assert r.events >= 300 and r.segments >= 20 and r.kills == 1
         assert len(r.followers) == 2 and all(o.events for o in r.followers)
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -325,3 +325,7 @@ def test_last_write_is_the_newest_file_time_on_every_storage(tmp_path, schema):
     with Capture(mem, "s", 0, 1, schema=schema) as cap:
         cap.send(0, [{"x": 1, "s": None}])
     assert isinstance(mem, FileLog) and mem.last_write("s", 0) is None
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -510,3 +510,7 @@ def test_io_errors_reading_or_reopening_a_part_are_typed_and_name_the_file(tmp_p
     for e in (reading.value, reopening.value, sizing.value):
         assert (e.stream, e.part, e.path) == ("s", 0, seg) and "Input/output error" in str(e)
     FileLog(root).writer("s", 0).close()  # the failed writer released the part
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

@@ -247,3 +247,7 @@ def test_file_log_refuses_an_oversized_header_without_reading_it_whole(tmp_path)
     with pytest.raises(LogLimitError) as e:
         open_log(tmp_path).header("big")
     assert e.value.path and e.value.path.endswith("header.json") and e.value.stream == "big"
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

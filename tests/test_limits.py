@@ -400,3 +400,7 @@ def test_capture_refuses_an_event_over_the_limits_and_stays_usable(tmp_path, enc
         cap.advance_to(1)
     events = [e.event for e in open_log(tmp_path).reader("s", 0)]
     assert [ev.records.num_rows for ev in events if isinstance(ev, Messages)] == [1, 3]
+
+
+# these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
+pytestmark = pytest.mark.usefixtures("file_format_1")

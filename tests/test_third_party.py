@@ -9,6 +9,7 @@ import os
 
 import fastavro
 import pyarrow as pa
+import pytest
 import pyarrow.ipc as ipc
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "logs")
@@ -63,7 +64,8 @@ def test_avro_segment_opens_with_plain_fastavro():
     assert first["tags"] == ["a"] and first["loc"] == {"lat": 0.5, "lon": -0.25}
 
 
-def test_fresh_capture_segments_open_with_plain_readers(tmp_path):
+@pytest.mark.usefixtures("file_format_1")
+def test_fresh_capture_segments_of_format_1_open_with_plain_readers(tmp_path):
     from capture import Capture
     from eventlog import open_log
 

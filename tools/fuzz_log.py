@@ -341,7 +341,7 @@ def run_files(rng: random.Random, corpus: list[_Stream], workdir: str) -> str:
     shutil.rmtree(root, ignore_errors=True)
     paths = sorted(s.files)
     target = rng.choice(paths)
-    segs = [p for p in paths if p.endswith((".arrows", ".avro"))]
+    segs = [p for p in paths if p.endswith((".arrows", ".arrow", ".avro", ".open"))]
     last_seg = segs[-1] if segs else None
     action = rng.random()
     what = ""

@@ -11,13 +11,14 @@ epochs that go backwards from one segment to the next (FORMAT.md §3.1).
 
 from __future__ import annotations
 
-from eventlog.encoding import SegmentDecoder, codec_for
+from eventlog.encoding import SegmentDecoder
 from eventlog.errors import CorruptLogError, EventLogError
 from eventlog.header import StreamHeader
 
 from . import index as ix
 from .framing import Malformed
-from .layout import INDEX_SUFFIX, list_firsts, segment_name
+from .codec import file_codec
+from .layout import layout_for
 from .reader import RAW_DECODE_ERRORS, segment_mark
 from .segment import DAMAGED, SegmentFiles, Stop
 from .storage import Storage
@@ -28,19 +29,19 @@ _MAX_PER_SEGMENT = 50
 
 def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> list[CorruptLogError]:
     """The problems of one part's files (see the module doc); an empty list when they are whole."""
-    codec = codec_for(header)
-    suffix = codec.file_suffix
-    segs = list_firsts(st, part_dir, suffix)
-    indexes = list_firsts(st, part_dir, INDEX_SUFFIX)
+    codec = file_codec(header)
+    layout = layout_for(header.version)
+    segs = layout.list_segments(st, part_dir, header.encoding)
+    indexes = layout.list_indexes(st, part_dir)
     problems: list[CorruptLogError] = []
     where = {"stream": header.stream, "part": part}
     for first in sorted(set(indexes) - set(segs)):
         problems.append(CorruptLogError("orphan index without its segment", seq=first, offset=0,
-                                        path=st.join(part_dir, segment_name(first) + INDEX_SUFFIX), **where))
+                                        path=st.join(part_dir, layout.index_name(first)), **where))
     prev_end: int | None = None
     epochs: list[tuple[int, str]] = []  # (epoch, path) of the segments whose prefix was read
     for i, first in enumerate(segs):
-        data_path = st.join(part_dir, segment_name(first) + suffix)
+        data_path = st.join(part_dir, layout.sealed_name(first, header.encoding))
         if prev_end is not None and first != prev_end:
             problems.append(CorruptLogError(
                 f"segment starts at seq {first} but the previous one ends at seq {prev_end - 1}",
@@ -49,7 +50,7 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
             problems.append(CorruptLogError("segment without an index (its events are found by scanning it)",
                                             seq=first, offset=0, path=data_path, **where))
         try:
-            files = SegmentFiles(st, part_dir, first, suffix, header.encoding, stream=header.stream, part=part)
+            files = SegmentFiles(st, part_dir, first, layout, header.encoding, stream=header.stream, part=part)
         except FileNotFoundError:
             continue
         try:
@@ -133,8 +134,16 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
                                 f"byte {o} of {f.data_path})", seq=s, offset=ix.entry_position(first, s), index=True))
     if stop is not None:
         beyond = f.index_beyond(seq)
-        if stop.eos and f.data_size > stop.offset + len(f.framing.suffix):
-            problems.append(f.error("bytes after the end-of-stream marker", offset=stop.offset + len(f.framing.suffix)))
+        if stop.eos:
+            end = f.framing.suffix_end(f.read, f.data_size, stop.offset)
+            if end is None:
+                what = "sealed segment does not end with a whole footer" if sealed or f.is_sealed else "torn tail"
+                problems.append(f.error(f"{what} after its end-of-stream marker", offset=stop.offset))
+            elif f.data_size > end:
+                problems.append(f.error("bytes after the end-of-stream marker", offset=end))
+        if sealed and f.layout.seals and not f.is_sealed:
+            problems.append(f.error("segment was never sealed (a writer crashed; the next writer of the part seals "
+                                    "it)", offset=0))
         if stop.problem:
             what = "finished segment does not end with a whole event" if sealed else "torn tail"
             problems.append(f.error(f"{what}: {stop.problem}", seq=seq, offset=stop.offset))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 from typing import Callable
 
+from eventlog.encoding.ipc_file import LEADING_MAGIC, trailer_length
 from eventlog.limits import MAX_EVENT_BYTES, MAX_EVENT_METADATA_BYTES
 
 Read = Callable[[int, int], bytes]
@@ -52,6 +53,14 @@ class Framing:
     """The framing of one encoding's segments; a segment's Avro sync marker is learnt from its prefix."""
 
     suffix: bytes = b""
+    """The fixed suffix of a cleanly closed 1.x segment (empty when there is none or it varies)."""
+    marker: bytes = b""
+    """Bytes that open (Arrow) or precede (Avro: the sync marker) every event: what a recovery probes for."""
+
+    def suffix_end(self, read: Read, size: int, offset: int) -> int | None:
+        """Where the suffix that starts at ``offset`` (where :meth:`body_length` returned :data:`END`) ends;
+        None while it is not whole."""
+        return offset + len(self.suffix)
 
     def prefix_length(self, read: Read, size: int) -> int | None:
         """Length of the segment prefix, None while the bytes present are a proper prefix of one."""
@@ -63,10 +72,11 @@ class Framing:
         raise NotImplementedError
 
 
-def framing_for(encoding: str) -> Framing:
-    """A fresh framing for segments of ``encoding`` (``arrow`` or ``avro``)."""
+def framing_for(encoding: str, major: int = 1) -> Framing:
+    """A fresh framing for segments of ``encoding`` (``arrow`` or ``avro``) of format ``major``: Arrow 2.x
+    segments are IPC files (leading magic, a footer after the end-of-stream marker once sealed)."""
     if encoding == "arrow":
-        return ArrowFraming()
+        return ArrowFileFraming() if major >= 2 else ArrowFraming()
     if encoding == "avro":
         return AvroFraming()
     raise ValueError(f"unknown encoding {encoding!r}")
@@ -105,6 +115,7 @@ class ArrowFraming(Framing):
     """Arrow IPC stream framing (continuation marker and 8-byte aligned metadata, as pyarrow writes)."""
 
     suffix = _CONTINUATION + b"\x00\x00\x00\x00"
+    marker = _CONTINUATION
 
     def _message(self, read: Read, size: int, offset: int, want: int) -> int | None:
         head = read(offset, 8)
@@ -145,6 +156,33 @@ class ArrowFraming(Framing):
 
     def body_length(self, read: Read, size: int, offset: int) -> int | None:
         return self._message(read, size, offset, _RECORD_BATCH)
+
+
+class ArrowFileFraming(ArrowFraming):
+    """Arrow IPC file framing (format 2.x segments): ``ARROW1\\0\\0``, then an IPC stream; once sealed, the
+    end-of-stream marker is followed by the footer, its int32 length and ``ARROW1`` (``ipc_file.py``)."""
+
+    suffix = b""
+
+    def prefix_length(self, read: Read, size: int) -> int | None:
+        head = read(0, len(LEADING_MAGIC))
+        if head != LEADING_MAGIC[: len(head)]:
+            raise Malformed("segment does not start with the Arrow IPC file magic", 0)
+        if len(head) < len(LEADING_MAGIC):
+            return None
+        n = self._message(read, size, len(LEADING_MAGIC), _SCHEMA)
+        if n == END:
+            raise Malformed("segment starts with an end-of-stream marker, not a schema", len(LEADING_MAGIC))
+        return None if n is None else len(LEADING_MAGIC) + n
+
+    def suffix_end(self, read: Read, size: int, offset: int) -> int | None:
+        """The end of the file when the footer after the end-of-stream marker at ``offset`` is whole (its
+        length and magic end the file and account for every byte after the marker), else None."""
+        start = offset + len(ArrowFraming.suffix)
+        n = trailer_length(read(max(start, size - 16), 16), size)
+        if n is None or size - n != start:
+            return None
+        return size
 
 
 # -- Avro object container --------------------------------------------------------------------------------
@@ -198,7 +236,7 @@ class AvroFraming(Framing):
                     raise Malformed(f"Avro container header longer than {MAX_PREFIX_BYTES} bytes", 0) from None
                 window = min(size, window * 4)
                 continue
-            self.sync = bytes(data[end - _SYNC_SIZE : end])
+            self.sync = self.marker = bytes(data[end - _SYNC_SIZE : end])
             return end
 
     @staticmethod

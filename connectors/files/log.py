@@ -19,7 +19,6 @@ import os
 
 import pyarrow.fs as pafs
 
-from eventlog.encoding import codec_for
 from eventlog.errors import CorruptLogError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
@@ -27,13 +26,21 @@ from eventlog.log import Log, PartStats, check_sync_mode
 
 from . import index as ix
 from .framing import Malformed
-from .layout import HEADER_FILE, INDEX_SUFFIX, list_firsts, part_dir_name, segment_name
+from .codec import file_codec
+from .layout import HEADER_FILES, LAYOUTS, layout_for, part_dir_name, segment_name
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
 from .storage import ArrowFsStorage, LocalStorage, Storage
 from .writer import FilePartWriter, Recovery
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
+FILE_FORMAT_VERSION = (2, 0)
+"""The format version of the streams a file log creates (FORMAT.md §6); ``format="1.2"`` creates 1.2 streams."""
+_WRITABLE = {1: (1, 2), 2: FILE_FORMAT_VERSION}
+"""The newest version of each major version a file-log writer appends to."""
+FORMAT_ENV = "EVENTLOG_FILE_FORMAT"
+"""Environment variable naming the format new file-log streams get when ``format`` is not given (``2.0``, the
+default, or ``1.2`` for readers older than eventlog's format 2)."""
 
 
 class FileLog(Log):
@@ -48,8 +55,12 @@ class FileLog(Log):
         sync: str = "fsync",
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         storage: Storage | None = None,
+        format: "str | tuple[int, int] | None" = None,  # noqa: A002 - the user-facing option name
     ) -> None:
         check_sync_mode(sync)
+        self.format_version = _parse_format(os.environ.get(FORMAT_ENV) or FILE_FORMAT_VERSION if format is None
+                                            else format)
+        """The format version of the streams this log creates (existing streams keep theirs)."""
         if segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
         if storage is not None:
@@ -73,15 +84,21 @@ class FileLog(Log):
         return self._st.join(self.root, check_stream_name(stream))
 
     def streams(self) -> list[str]:
-        return [d for d in self._st.list_dir(self.root) if self._st.exists(self._st.join(self.root, d, HEADER_FILE))]
+        return [d for d in self._st.list_dir(self.root)
+                if any(self._st.exists(self._st.join(self.root, d, h)) for h in HEADER_FILES)]
 
     def header(self, stream: str) -> StreamHeader:
         if stream in self._headers:
             return self._headers[stream]
-        path = self._st.join(self._stream_dir(stream), HEADER_FILE)
-        try:
-            data = self._st.read_file(path, limit=MAX_HEADER_BYTES + 1)
-        except FileNotFoundError:
+        d = self._stream_dir(stream)
+        for name in HEADER_FILES:  # the newest layout's name first
+            path = self._st.join(d, name)
+            try:
+                data = self._st.read_file(path, limit=MAX_HEADER_BYTES + 1)
+                break
+            except FileNotFoundError:
+                continue
+        else:
             raise StreamNotFoundError(f"no stream {stream!r} in log {self.uri}", stream=stream) from None
         if len(data) > MAX_HEADER_BYTES:
             raise LogLimitError(f"stream header is larger than the format's limit of {MAX_HEADER_BYTES} bytes",
@@ -89,24 +106,32 @@ class FileLog(Log):
         header = StreamHeader.from_json(data, path=path)
         if header.stream != stream:
             raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, path=path)
-        if header.version[0] != self.format_version[0]:
+        if header.version[0] not in LAYOUTS:
             raise UnsupportedVersionError(f"stream header has format version {header.version[0]}.{header.version[1]}; "
-                                          f"this eventlog reads file logs of format {self.format_version[0]}.x",
-                                          stream=stream, path=path)
+                                          f"this eventlog reads file logs of format "
+                                          f"{' and '.join(f'{m}.x' for m in LAYOUTS)}", stream=stream, path=path)
+        if layout_for(header.version).header_file != name:
+            raise CorruptLogError(f"a format {header.version[0]}.{header.version[1]} header must be named "
+                                  f"{layout_for(header.version).header_file}", stream=stream, path=path)
         self._headers[stream] = header
         return header
 
     def create_stream(self, header: StreamHeader) -> StreamHeader:
         """Create the stream, or check the stored header matches. Everything is validated first — the
-        encoding must be able to store the schema (``codec_for`` raises SchemaMismatchError) — so a refused
+        encoding must be able to store the schema (``file_codec`` raises SchemaMismatchError) — so a refused
         create writes nothing; a failure while writing removes the folders it created."""
-        codec_for(header)
         header = dataclasses.replace(header, version=self.format_version)
+        file_codec(header)
         d = self._stream_dir(header.stream)
+        if any(self._st.exists(self._st.join(d, h)) for h in HEADER_FILES):  # created before (in any layout)
+            stored = self.header(header.stream)
+            stored.check_same(header)
+            return stored
         made = [p for p in (self.root, d) if not self._st.exists(p)]
         try:
             self._st.make_dirs(d)
-            created = self._st.create_exclusive(self._st.join(d, HEADER_FILE), header.to_json())
+            created = self._st.create_exclusive(self._st.join(d, layout_for(header.version).header_file),
+                                                header.to_json())
         except BaseException:
             for p in reversed(made):
                 self._st.remove_dir(p)
@@ -121,12 +146,16 @@ class FileLog(Log):
     def _part_dir(self, header: StreamHeader, part: int) -> str:
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < header.peers:
             raise ValueError(f"part {part!r} out of range: stream {header.stream!r} has peers={header.peers}")
-        return self._st.join(self._stream_dir(header.stream), part_dir_name(part))
+        return self._st.join(self._stream_dir(header.stream), layout_for(header.version).part_dir(part))
 
     def segments(self, stream: str, part: int) -> list[int]:
         """First sequence ids of the part's segments, ascending."""
         header = self.header(stream)
-        return list_firsts(self._st, self._part_dir(header, part), codec_for(header).file_suffix)
+        return layout_for(header.version).list_segments(self._st, self._part_dir(header, part), header.encoding)
+
+    def part_path(self, stream: str, part: int) -> str:
+        """The folder of a part's files (it may not exist yet)."""
+        return self._part_dir(self.header(stream), part)
 
     def part_stats(self, stream: str, part: int) -> PartStats:
         try:
@@ -137,21 +166,22 @@ class FileLog(Log):
     def _part_stats(self, stream: str, part: int) -> PartStats:
         header = self.header(stream)
         d = self._part_dir(header, part)
-        suffix = codec_for(header).file_suffix
-        segs = list_firsts(self._st, d, suffix)
+        layout = layout_for(header.version)
+        segs = layout.list_segments(self._st, d, header.encoding)
         if not segs:
             return PartStats(1, 1, 0, 0)
         size = 0
         for first in segs:
-            for ext in (suffix, INDEX_SUFFIX):
+            for name in dict.fromkeys((layout.sealed_name(first, header.encoding), layout.open_name(first, header.encoding),
+                                       layout.index_name(first))):
                 try:
-                    f = self._st.open_read(self._st.join(d, segment_name(first) + ext))
+                    f = self._st.open_read(self._st.join(d, name))
                 except FileNotFoundError:
                     continue
                 size += f.size()
                 f.close()
         try:
-            files = SegmentFiles(self._st, d, segs[-1], suffix, header.encoding, stream=stream, part=part)
+            files = SegmentFiles(self._st, d, segs[-1], layout, header.encoding, stream=stream, part=part)
         except FileNotFoundError:  # removed since listed: a writer dropped an empty segment
             n = 0
         else:
@@ -169,16 +199,17 @@ class FileLog(Log):
         since the epoch), None when the part has no segment or the filesystem does not tell. Stats two files."""
         header = self.header(stream)
         d = self._part_dir(header, part)
-        suffix = codec_for(header).file_suffix
+        layout = layout_for(header.version)
         try:
-            segs = list_firsts(self._st, d, suffix)
+            segs = layout.list_segments(self._st, d, header.encoding)
         except OSError:
             return None
         if not segs:
             return None
-        base = self._st.join(d, segment_name(segs[-1]))
+        first = segs[-1]
         times = []
-        for path in (base + suffix, base + INDEX_SUFFIX):
+        for path in (self._st.join(d, n) for n in (layout.sealed_name(first, header.encoding),
+                                                   layout.open_name(first, header.encoding), layout.index_name(first))):
             try:
                 t = self._st.mtime(path)
             except OSError:
@@ -202,7 +233,7 @@ class FileLog(Log):
 
     def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> FilePartWriter:
         header = self.header(stream)
-        header.check_writable(self.format_version)
+        header.check_writable(_WRITABLE[header.version[0]])
         return FilePartWriter(self, header, part, check_sync_mode(sync or self.sync_mode), continues=continues)
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> FilePartReader:
@@ -223,7 +254,7 @@ def _count_events(f: SegmentFiles) -> int:
     if n:
         last = f.entry(f.first_seq + n - 1)
         if isinstance(last, ix.IndexEntry) and last.seq == f.first_seq + n - 1 and (
-            f.data_size - (last.offset + last.length) in (0, len(f.framing.suffix))
+            f.data_size == last.offset + last.length or f.suffix_whole(last.offset + last.length)
         ) and f.index_size == ix.entry_position(f.first_seq, last.seq + 1):
             return n
     seq = f.first_seq
@@ -239,5 +270,13 @@ def _count_events(f: SegmentFiles) -> int:
     return seq - f.first_seq
 
 
-__all__ = ["DEFAULT_SEGMENT_BYTES", "FileLog", "FilePartReader", "FilePartWriter", "Recovery", "part_dir_name",
+def _parse_format(value: "str | tuple[int, int]") -> tuple[int, int]:
+    """``"2.0"``/``"1.2"`` or a ``(major, minor)`` tuple: a version file logs can create streams of."""
+    version = tuple(int(x) for x in value.split(".")) if isinstance(value, str) else tuple(value)
+    if version not in ((1, 2), FILE_FORMAT_VERSION):
+        raise ValueError(f"file logs create streams of format 2.0 (the default) or 1.2, not {value!r}")
+    return version  # type: ignore[return-value]
+
+
+__all__ = ["DEFAULT_SEGMENT_BYTES", "FILE_FORMAT_VERSION", "FileLog", "FilePartReader", "FilePartWriter", "Recovery", "part_dir_name",
            "segment_name"]

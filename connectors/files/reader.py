@@ -17,7 +17,8 @@ import fastavro.schema
 import pyarrow as pa
 import zstandard
 
-from eventlog.encoding import EventCodec, SegmentDecoder, codec_for
+from eventlog.encoding import EventCodec, SegmentDecoder
+from eventlog.encoding.ipc_file import footer_blocks, trailer_length
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
@@ -26,7 +27,8 @@ from eventlog.writer_mark import WriterMark, mark_of
 
 from . import index as ix
 from .framing import Malformed
-from .layout import list_firsts
+from .codec import file_codec
+from .layout import layout_for
 from .segment import Place, SegmentFiles, Stop
 from .storage import Storage
 
@@ -83,6 +85,8 @@ class _Cursor:
         self.decoder: SegmentDecoder | None = None
         self.epoch: int | None = None
         """The writer epoch of the segment (read with its prefix)."""
+        self.blocks: list[tuple[int, int]] | None = [] if files.layout.seals and files.encoding == "arrow" else None
+        """``(offset, length)`` of every event read from the segment (2.x Arrow: checked against its footer)."""
 
     def reopen(self, *, forget_prefix: bool = False) -> None:
         self.mapped = None
@@ -103,8 +107,8 @@ class FilePartReader(PartReader):
         self.header = header
         self.stream = header.stream
         self.part = part
-        self._codec = codec_for(header)
-        self._suffix = self._codec.file_suffix
+        self._codec = file_codec(header)
+        self._layout = layout_for(header.version)
         self._dir = part_dir
         self._next = start
         self._progress_only = progress_only
@@ -125,7 +129,7 @@ class FilePartReader(PartReader):
     # -- segments --------------------------------------------------------------------------------------
 
     def _list(self) -> list[int]:
-        self._known = list_firsts(self._st, self._dir, self._suffix)
+        self._known = self._layout.list_segments(self._st, self._dir, self.header.encoding)
         return self._known
 
     def _open_cursor(self) -> bool:
@@ -140,7 +144,7 @@ class FilePartReader(PartReader):
                 )
             return False
         try:
-            files = SegmentFiles(self._st, self._dir, candidates[-1], self._suffix, self.header.encoding,
+            files = SegmentFiles(self._st, self._dir, candidates[-1], self._layout, self.header.encoding,
                                  stream=self.stream, part=self.part)
         except FileNotFoundError:  # removed since listed (a writer dropping an empty segment): next poll
             self._known = []
@@ -236,6 +240,8 @@ class FilePartReader(PartReader):
                 self._progress_only and step.entry is not None and step.entry.kind == ix.KIND_MESSAGES
             ):
                 entry = self._decode(cur, step)
+            if cur.blocks is not None:
+                cur.blocks.append((step.offset, step.length))
             cur.seq, cur.offset = step.seq + 1, step.end
             if step.seq >= self._next:
                 self._next = step.seq + 1
@@ -260,9 +266,17 @@ class FilePartReader(PartReader):
         beyond = f.index_beyond(cur.seq)
         extra_entries = beyond is not None and "partial" not in beyond  # whole entries past the events
         if stop.eos:
-            after = stop.offset + len(f.framing.suffix)
+            after = f.framing.suffix_end(f.read, f.data_size, stop.offset)
+            if after is None:  # 2.x: the footer after the marker is not whole
+                if cur.sealed or f.is_sealed:
+                    raise f.error("sealed segment does not end with a whole footer after its end-of-stream marker",
+                                  offset=stop.offset)
+                self.tail_problem = f"end-of-stream marker without a whole footer yet at byte {stop.offset} of {f.data_path}"
+                return
             if f.data_size > after:
                 raise f.error("bytes after the end-of-stream marker", offset=after)
+            if cur.blocks is not None:
+                self._check_footer(cur, stop.offset)
         if extra_entries and (stop.eos or cur.sealed):
             raise f.error(f"index has more than the segment: {beyond}", seq=cur.seq,
                           offset=ix.entry_position(cur.first_seq, cur.seq), index=True)
@@ -274,6 +288,18 @@ class FilePartReader(PartReader):
         problem = stop.problem or beyond
         if problem is not None:
             self.tail_problem = problem
+
+    def _check_footer(self, cur: _Cursor, eos: int) -> None:
+        """A 2.x segment's footer must list exactly the segment's events (third-party readers believe it)."""
+        f = cur.files
+        n = trailer_length(f.read(f.data_size - 16, 16), f.data_size)
+        start = eos + 8
+        try:
+            blocks = footer_blocks(f.read(start, f.data_size - start - 10)) if n else None
+        except ValueError as e:
+            raise f.error(f"damaged footer: {e}", offset=start) from None
+        if blocks is None or [(b.offset, b.meta_length + b.body_length) for b in blocks] != cur.blocks:
+            raise f.error("the footer does not list the segment's events (offsets and lengths)", offset=start)
 
     def _decode(self, cur: _Cursor, place: Place) -> Entry | None:
         f = cur.files
@@ -290,7 +316,7 @@ class FilePartReader(PartReader):
             if cur.decoder is None:
                 prefix = cur.mapped.slice(0, f.prefix_len or 0)
                 try:
-                    cur.decoder = self._codec.segment_decoder(prefix)
+                    cur.decoder = self._codec.segment_decoder(prefix, part=self.part)
                 except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
                     raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
             seq, event = cur.decoder.decode_at(cur.mapped, place.offset, place.length)

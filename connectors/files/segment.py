@@ -16,7 +16,7 @@ from eventlog.errors import CorruptLogError, UnsupportedVersionError
 
 from . import index as ix
 from .framing import END, Framing, Malformed, framing_for
-from .layout import INDEX_SUFFIX, segment_name
+from .layout import Layout
 from .storage import ReadFile, Storage
 
 _BLOCK_ENTRIES = 4096
@@ -62,21 +62,44 @@ class Stop:
 class SegmentFiles:
     """The data file and index of the segment ``first_seq`` of one part, opened for reading."""
 
-    def __init__(self, st: Storage, part_dir: str, first_seq: int, suffix: str, encoding: str, *,
+    def __init__(self, st: Storage, part_dir: str, first_seq: int, layout: Layout, encoding: str, *,
                  stream: str, part: int) -> None:
         self._st = st
+        self._dir = part_dir
+        self.layout = layout
         self.first_seq = first_seq
         self.encoding = encoding
         self.stream, self.part = stream, part
-        name = segment_name(first_seq)
-        self.data_path = st.join(part_dir, name + suffix)
-        self.index_path = st.join(part_dir, name + INDEX_SUFFIX)
-        self.data: ReadFile = st.open_read(self.data_path)  # FileNotFoundError when the segment is gone
+        self.sealed_path = st.join(part_dir, layout.sealed_name(first_seq, encoding))
+        """The data file's name once sealed (2.x; 1.x segments keep one name)."""
+        self.open_path = st.join(part_dir, layout.open_name(first_seq, encoding))
+        """The data file's name while a writer appends to it."""
+        self.index_path = st.join(part_dir, layout.index_name(first_seq))
+        self.data_path = self.sealed_path
+        self.is_sealed = False
+        """The data file was opened under its sealed name (2.x): its writer finished it."""
+        self.data: ReadFile = self._open_data()  # FileNotFoundError when the segment is gone
         self.index: ReadFile | None = None
         self._reset()
 
+    def _open_data(self) -> ReadFile:
+        """Open the data file under its sealed name, else its open name (a 2.x writer renames it once sealed:
+        the sealed name is tried again after the open one)."""
+        paths = [self.sealed_path] if not self.layout.seals else [self.sealed_path, self.open_path, self.sealed_path]
+        for i, path in enumerate(paths):
+            try:
+                f = self._st.open_read(path)
+            except FileNotFoundError:
+                if i == len(paths) - 1:
+                    raise
+                continue
+            self.data_path = path
+            self.is_sealed = self.layout.seals and path == self.sealed_path
+            return f
+        raise AssertionError("unreachable")
+
     def _reset(self) -> None:
-        self.framing: Framing = framing_for(self.encoding)
+        self.framing: Framing = framing_for(self.encoding, self.layout.major)
         self.index_ok = False
         """The index has a whole, valid header (its entries can be read)."""
         self.index_exists = False
@@ -97,7 +120,7 @@ class SegmentFiles:
         empty segment and created another of the same name: then ``forget_prefix``) and forget the sizes
         and entries read."""
         self.close()
-        self.data = self._st.open_read(self.data_path)
+        self.data = self._open_data()
         framing, prefix_len = self.framing, self.prefix_len
         self._reset()
         if not forget_prefix:
@@ -228,9 +251,14 @@ class SegmentFiles:
             n = self.framing.body_length(read, end, offset)
         except Malformed:
             return False
-        if n == END:
-            return end <= offset + len(self.framing.suffix)
+        if n == END:  # 1.x: a cut end-of-stream marker; 2.x: a footer not whole yet (no event lies past it)
+            return end <= offset + len(self.framing.suffix) if self.framing.suffix else True
         return n is None
+
+    def suffix_whole(self, offset: int) -> bool:
+        """Whether the segment ends, cleanly, with the whole suffix that starts at ``offset`` (where the
+        framing found the end-of-stream marker)."""
+        return self.framing.suffix_end(self.read, self.data_size, offset) == self.data_size
 
     def index_beyond(self, seq: int) -> str | None:
         """What the index holds past the entry of ``seq - 1`` (None when nothing)."""

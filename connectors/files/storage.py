@@ -7,6 +7,7 @@ read byte ranges, truncate (to cut a torn tail), fsync, and an exclusive writer 
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import threading
 from typing import Protocol
@@ -55,6 +56,12 @@ class Storage(Protocol):
         """Replace (or create) ``path`` with ``data`` atomically: a crash leaves the old or the new content."""
         ...
     def create(self, path: str) -> AppendFile: ...
+    def append_to(self, path: str) -> AppendFile:
+        """Open an existing file to append to it (a repair sealing a segment a crashed writer left)."""
+        ...
+    def rename(self, src: str, dst: str) -> None:
+        """Give ``src`` the name ``dst`` (absent) atomically: readers see one name or the other."""
+        ...
     def open_read(self, path: str) -> ReadFile: ...
     def truncate(self, path: str, size: int) -> None: ...
     def remove(self, path: str) -> None: ...
@@ -71,8 +78,8 @@ class Storage(Protocol):
 
 
 class _LocalAppend:
-    def __init__(self, path: str) -> None:
-        self._f = open(path, "xb")  # noqa: SIM115 - closed by close()
+    def __init__(self, path: str, mode: str = "xb") -> None:
+        self._f = open(path, mode)  # noqa: SIM115 - closed by close()
 
     def write(self, data: bytes) -> None:
         self._f.write(data)
@@ -101,10 +108,11 @@ class _LocalRead:
         return os.pread(self._fd, length, offset)
 
     def map(self) -> pa.Buffer:
-        if self.size() == 0:
+        size = self.size()
+        if size == 0:
             return pa.py_buffer(b"")
-        with pa.memory_map(self._path, "r") as mm:
-            return mm.read_buffer()  # the mapping lives as long as the buffer
+        # map the open descriptor, not the path: a 2.x writer renames a segment once it sealed it
+        return pa.py_buffer(mmap.mmap(self._fd, size, prot=mmap.PROT_READ))  # lives as long as the buffer
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -171,6 +179,16 @@ class LocalStorage:
 
     def create(self, path: str) -> _LocalAppend:
         return _LocalAppend(path)
+
+    def append_to(self, path: str) -> _LocalAppend:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(path)
+        return _LocalAppend(path, "ab")
+
+    def rename(self, src: str, dst: str) -> None:
+        os.link(src, dst)  # FileExistsError rather than replacing a file of that name
+        os.unlink(src)
+        self.sync_dir(os.path.dirname(dst) or ".")
 
     def open_read(self, path: str) -> _LocalRead:
         return _LocalRead(path)
@@ -304,6 +322,18 @@ class ArrowFsStorage:
     def create(self, path: str) -> _ArrowAppend:
         return _ArrowAppend(self.fs, path)
 
+    def append_to(self, path: str) -> _ArrowAppend:
+        with self.fs.open_input_file(path) as f:  # object stores cannot append: rewrite the object
+            data = f.read()
+        out = _ArrowAppend(self.fs, path)
+        out.write(data)
+        return out
+
+    def rename(self, src: str, dst: str) -> None:
+        if self.exists(dst):
+            raise FileExistsError(dst)
+        self.fs.move(src, dst)
+
     def open_read(self, path: str) -> _ArrowRead:
         return _ArrowRead(self.fs, path)
 
@@ -420,6 +450,21 @@ class MemoryStorage:
                 raise FileExistsError(path)
             buf = self._files[path] = bytearray()
         return _MemAppend(buf)
+
+    def append_to(self, path: str) -> _MemAppend:
+        try:
+            return _MemAppend(self._files[path])
+        except KeyError:
+            raise FileNotFoundError(path) from None
+
+    def rename(self, src: str, dst: str) -> None:
+        with self._mutex:
+            if dst in self._files:
+                raise FileExistsError(dst)
+            try:
+                self._files[dst] = self._files.pop(src)
+            except KeyError:
+                raise FileNotFoundError(src) from None
 
     def open_read(self, path: str) -> _MemRead:
         try:

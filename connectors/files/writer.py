@@ -15,7 +15,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder, codec_for
+from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder
+from eventlog.encoding.ipc_file import Block, footer
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Event, Messages
 from eventlog.header import StreamHeader
@@ -23,8 +24,9 @@ from eventlog.log import PartWriter
 from eventlog.writer_mark import EPOCH_KEY, MAX_EPOCH, WRITER_KEY, WriterMark
 
 from . import index as ix
-from .framing import Malformed
-from .layout import INDEX_SUFFIX, LOCK_FILE, list_firsts, segment_name
+from .framing import ArrowFraming, Malformed
+from .codec import file_codec
+from .layout import LOCK_FILE, layout_for
 from .reader import RAW_DECODE_ERRORS, io_error, segment_mark
 from .segment import Place, SegmentFiles, Stop
 from .storage import AppendFile, Storage
@@ -76,7 +78,8 @@ class FilePartWriter(PartWriter):
         self.stream = header.stream
         self.part = part
         self._sync_mode = sync
-        self._codec: EventCodec = codec_for(header)
+        self._codec: EventCodec = file_codec(header)
+        self._layout = layout_for(header.version)
         self._dir = log._part_dir(header, part)
         self._st.make_dirs(self._dir)
         self._lock = self._st.lock(self._st.join(self._dir, LOCK_FILE))
@@ -105,7 +108,7 @@ class FilePartWriter(PartWriter):
 
     def _newest_mark(self) -> WriterMark | None:
         """The writer mark of the part's newest segment (epochs never decrease: the highest); None for none."""
-        segs = list_firsts(self._st, self._dir, self._codec.file_suffix)
+        segs = self._layout.list_segments(self._st, self._dir, self.header.encoding)
         if not segs:
             return None
         f = self._files(segs[-1])
@@ -128,25 +131,30 @@ class FilePartWriter(PartWriter):
     def next_seq(self) -> int:
         return self._next_seq
 
-    def _path(self, first_seq: int, ext: str) -> str:
-        return self._st.join(self._dir, segment_name(first_seq) + ext)
+    def _index_path(self, first_seq: int) -> str:
+        return self._st.join(self._dir, self._layout.index_name(first_seq))
+
+    def _open_path(self, first_seq: int) -> str:
+        return self._st.join(self._dir, self._layout.open_name(first_seq, self.header.encoding))
+
+    def _sealed_path(self, first_seq: int) -> str:
+        return self._st.join(self._dir, self._layout.sealed_name(first_seq, self.header.encoding))
 
     def _files(self, first_seq: int) -> SegmentFiles:
-        return SegmentFiles(self._st, self._dir, first_seq, self._codec.file_suffix, self.header.encoding,
+        return SegmentFiles(self._st, self._dir, first_seq, self._layout, self.header.encoding,
                             stream=self.stream, part=self.part)
 
     # -- recovery --------------------------------------------------------------------------------------
 
     def _recover(self) -> int:
-        suffix = self._codec.file_suffix
         for name in self._st.list_dir(self._dir):  # temporary files of an interrupted index rebuild
             if name.endswith(".tmp"):
                 self._st.remove(self._st.join(self._dir, name))
-        segs = list_firsts(self._st, self._dir, suffix)
+        segs = self._layout.list_segments(self._st, self._dir, self.header.encoding)
         newest = segs[-1] if segs else 0
-        for first in list_firsts(self._st, self._dir, INDEX_SUFFIX):
+        for first in self._layout.list_indexes(self._st, self._dir):
             if first > newest:  # an index whose segment was removed by an interrupted recovery
-                path = self._path(first, INDEX_SUFFIX)
+                path = self._index_path(first)
                 _log.warning("stream %r part %d: removing %s, an index without its segment", self.stream,
                              self.part, path)
                 self._st.remove(path)
@@ -164,10 +172,12 @@ class FilePartWriter(PartWriter):
             assert rec is not None
             removed.append(rec)
             rec = None
-            index_path = self._path(first, INDEX_SUFFIX)
+            index_path = self._index_path(first)
             if self._st.exists(index_path):
                 self._st.remove(index_path)
-            self._st.remove(self._path(first, suffix))
+            for path in (self._open_path(first), self._sealed_path(first)):
+                if self._st.exists(path):
+                    self._st.remove(path)
             self._st.sync_dir(self._dir)
             _log.warning("stream %r part %d: removed %s (%d bytes), a segment holding no whole event", self.stream,
                          self.part, removed[-1].path, removed[-1].bytes_cut)
@@ -235,8 +245,11 @@ class FilePartWriter(PartWriter):
                 break
             good.append((step, *checked))
             seq, offset = step.seq + 1, step.end
-        clean_end = (stop is not None and stop.problem is None and f.data_size == offset +
-                     (len(f.framing.suffix) if stop.eos else 0))
+        clean_end = (stop is not None and stop.problem is None and
+                     (f.suffix_whole(offset) if stop.eos else f.data_size == offset))
+        if f.is_sealed and not clean_end:
+            raise f.error("sealed segment does not end with its whole suffix (end-of-stream marker and footer): "
+                          "damage, the writer changes nothing", seq=seq, offset=offset)
         if bad is not None and bad.entry is not None:
             # all its bytes are there and fail the CRC its entry vouches for: torn only if they end in the
             # zeros of blocks a crash left unwritten, else damage
@@ -264,9 +277,28 @@ class FilePartWriter(PartWriter):
         if cut_data and f.data_size > offset:
             bytes_cut = f.data_size - offset
             self._st.truncate(f.data_path, offset)
+        if self._layout.seals and not f.is_sealed:
+            self._seal(f, [p for p, _, _ in good], suffix_written=clean_end and stop is not None and stop.eos)
         if not (events_cut or bytes_cut or indexed):
             return seq, None
         return seq, Recovery(self.stream, self.part, f.data_path, events_cut, bytes_cut, seq, indexed)
+
+    def _seal(self, f: SegmentFiles, places: list[Place], *, suffix_written: bool) -> None:
+        """Seal a 2.x segment a crashed writer left open: write its suffix (the end-of-stream marker and the
+        footer listing ``places``, Arrow) unless it is whole already, then give it its sealed name."""
+        if not suffix_written and f.encoding == "arrow":
+            blocks = []
+            for p in places:
+                meta = 8 + int.from_bytes(f.read(p.offset + 4, 4), "little", signed=True)
+                blocks.append(Block(p.offset, meta, p.length - meta))
+            out = self._st.append_to(f.data_path)
+            try:
+                out.write(footer(f.read(8, (f.prefix_len or 0) - 8), blocks))
+                out.fsync()
+            finally:
+                out.close()
+        self._st.rename(f.data_path, f.sealed_path)
+        _log.info("stream %r part %d: sealed %s, which its writer left open", self.stream, self.part, f.sealed_path)
 
     def _check_event(self, f: SegmentFiles, place: Place, decoder: list[SegmentDecoder]) -> tuple[int, int] | None:
         """``(kind, crc)`` of a whole, valid event; None when it is not (its CRC fails or it does not decode)."""
@@ -285,7 +317,7 @@ class FilePartWriter(PartWriter):
         when the bytes do not decode."""
         try:
             if not decoder:
-                decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0)))
+                decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0), part=self.part))
             return decoder[0].decode(body)
         except (CorruptLogError, *RAW_DECODE_ERRORS):
             return None
@@ -317,7 +349,7 @@ class FilePartWriter(PartWriter):
         framing = f.framing
         chunk = 1 << 20
         tried = 0
-        marker = framing.suffix[:4] if framing.suffix else getattr(framing, "sync", None)
+        marker = framing.marker
         if not marker:
             return False
         pos = offset + 1
@@ -327,7 +359,7 @@ class FilePartWriter(PartWriter):
             while 0 <= i < chunk and tried < _PROBE_LIMIT:
                 at = pos + i
                 i = window.find(marker, i + 1)
-                start = at if framing.suffix else at + len(marker)  # Avro: a block starts after a sync marker
+                start = at if isinstance(framing, ArrowFraming) else at + len(marker)  # Avro: after a sync marker
                 tried += 1
                 try:
                     n = framing.body_length(f.read, f.data_size, start)
@@ -345,21 +377,24 @@ class FilePartWriter(PartWriter):
     # -- appending -------------------------------------------------------------------------------------
 
     def _open_segment(self, first_seq: int) -> None:
-        enc = self._codec.new_segment(dict(self.mark.items()))
+        enc = self._codec.new_segment(dict(self.mark.items()), part=self.part)
+        path = self._open_path(first_seq)
+        if self._layout.seals and self._st.exists(self._sealed_path(first_seq)):
+            raise SequenceError("a segment starting at this seq already exists (another writer?)",
+                                stream=self.stream, part=self.part, seq=first_seq, path=self._sealed_path(first_seq))
         try:
-            data = self._st.create(self._path(first_seq, self._codec.file_suffix))
+            data = self._st.create(path)
         except FileExistsError:
             raise SequenceError("a segment starting at this seq already exists (another writer?)",
-                                stream=self.stream, part=self.part, seq=first_seq,
-                                path=self._path(first_seq, self._codec.file_suffix)) from None
+                                stream=self.stream, part=self.part, seq=first_seq, path=path) from None
         data.write(enc.prefix)
         try:
-            index = self._st.create(self._path(first_seq, INDEX_SUFFIX))
+            index = self._st.create(self._index_path(first_seq))
         except FileExistsError:
             data.close()
             raise SequenceError("an index for a new segment already exists (another writer?)",
                                 stream=self.stream, part=self.part, seq=first_seq,
-                                path=self._path(first_seq, INDEX_SUFFIX)) from None
+                                path=self._index_path(first_seq)) from None
         index.write(ix.pack_header(first_seq))
         if self._sync_mode == "fsync":
             data.fsync()
@@ -373,13 +408,15 @@ class FilePartWriter(PartWriter):
             return
         self._seg = None
         seg.data.write(seg.encoder.suffix)
-        if self._sync_mode == "fsync":
+        if self._sync_mode == "fsync" or self._layout.seals:  # 2.x: a sealed name promises a whole footer
             seg.data.fsync()
             seg.index.fsync()
         # both files are closed (their bytes handed to the OS) before a next segment is created: a reader
         # that sees the next segment and then re-reads this one sees all of it
         seg.data.close()
         seg.index.close()
+        if self._layout.seals:
+            self._st.rename(self._open_path(seg.first_seq), self._sealed_path(seg.first_seq))
 
     def append(self, event: Event) -> int:
         if self._closed:

@@ -51,18 +51,18 @@ class EventCodec(Protocol):
     file_suffix: str
     """File name extension of segments (``.arrows``, ``.avro``)."""
 
-    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None) -> SegmentEncoder:
-        """An encoder for a new segment whose prefix carries ``metadata`` (key/value pairs such as the
-        writer's epoch, FORMAT.md §3) where the container keeps metadata."""
+    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None, *, part: int = 0) -> SegmentEncoder:
+        """An encoder for a new segment of ``part`` whose prefix carries ``metadata`` (key/value pairs such as
+        the writer's epoch, FORMAT.md §3) where the container keeps metadata."""
         ...
 
     def segment_metadata(self, prefix: memoryview | bytes) -> dict[bytes, bytes]:
         """The key/value metadata a segment's ``prefix`` carries; damage raises CorruptLogError."""
         ...
 
-    def segment_decoder(self, prefix: memoryview | bytes) -> SegmentDecoder:
-        """A decoder for a segment that starts with ``prefix``; a prefix that does not match the header
-        raises CorruptLogError."""
+    def segment_decoder(self, prefix: memoryview | bytes, part: int | None = None) -> SegmentDecoder:
+        """A decoder for a segment (of ``part``, when the encoding records it) that starts with ``prefix``; a
+        prefix that does not match the header raises CorruptLogError."""
         ...
 
     def standalone_encoder(self) -> SegmentEncoder:

@@ -23,6 +23,7 @@ from .sink import DrainSink
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _SEQ, _KIND, _TIME, _UPDATES = b"eventlog.seq", b"eventlog.kind", b"eventlog.time", b"eventlog.updates"
+_TS = b"eventlog.ts"
 
 
 class _BodyWriter:
@@ -82,10 +83,16 @@ class _ArrowSegmentEncoder:
 
 
 class _ArrowSegmentDecoder:
-    def __init__(self, codec: "ArrowCodec", prefix: bytes) -> None:
+    """Decodes record-batch messages of segments that start with ``prefix``; the IPC stream starts ``skip``
+    bytes into the segment (after an IPC file's magic)."""
+
+    def __init__(self, codec: "ArrowCodec", prefix: bytes, *, skip: int = 0) -> None:
         self._codec = codec
-        self._prefix = prefix
         self._strip_metadata = prefix is not codec.prefix and prefix != codec.prefix
+        self._prefix = prefix[skip:]
+        self._skip = skip
+        self.last_ts: int | None = None
+        """The write time (ms since the epoch) the last event decoded carries, None when it has none."""
         self._segment: pa.Buffer | None = None
         self._source: pa.BufferReader | None = None
         self._reader: ipc.RecordBatchStreamReader | None = None
@@ -111,13 +118,14 @@ class _ArrowSegmentDecoder:
             _check_message(memoryview(segment), offset, length)
             if segment is not self._segment:  # one stream reader per (mapped) segment, positioned per event
                 self._segment = segment
-                self._source = pa.BufferReader(segment)
+                self._source = pa.BufferReader(segment.slice(self._skip) if self._skip else segment)
                 self._reader = ipc.open_stream(self._source)
             assert self._source is not None and self._reader is not None
-            self._source.seek(offset)
+            self._source.seek(offset - self._skip)
             batch, meta = self._reader.read_next_batch_with_custom_metadata()
-            if self._source.tell() != offset + length:
-                raise ValueError(f"the event's IPC message ends at byte {self._source.tell()}, not {offset + length}")
+            if self._source.tell() + self._skip != offset + length:
+                raise ValueError(f"the event's IPC message ends at byte {self._source.tell() + self._skip}, "
+                                 f"not {offset + length}")
             return self._event(batch, meta)
         except CorruptLogError:
             raise
@@ -136,13 +144,16 @@ class _ArrowSegmentDecoder:
             raise ValueError(f"sequence id {seq} is outside 1..2**63-1")
         kind = meta[_KIND]
         check = self._codec.time_type.check
+        self.last_ts = self._ts(meta)
         if kind == b"messages":
             if batch.num_rows == 0:
                 raise ValueError("messages event without records")
             batch.validate(full=True)  # offsets, lengths and UTF-8 of every array: nothing unsafe leaves here
+            time = check(_tuples(_json(meta[_TIME])))
+            batch = self._records(batch, seq, time)
             if self._strip_metadata:  # the segment's own metadata (writer epoch) is not the records'
                 batch = batch.replace_schema_metadata(self._codec.header.schema.metadata)
-            return seq, Messages(check(_tuples(_json(meta[_TIME]))), batch)
+            return seq, Messages(time, batch)
         if kind == b"progress":
             if batch.num_rows != 0:
                 raise ValueError(f"progress event with {batch.num_rows} rows")
@@ -160,6 +171,19 @@ class _ArrowSegmentDecoder:
                 out.append((check(_tuples(t)), d))
             return seq, Progress(tuple(out))
         raise ValueError(f"unknown event kind {kind[:30]!r}")
+
+    def _records(self, batch: pa.RecordBatch, seq: int, time) -> pa.RecordBatch:  # noqa: ANN001
+        """The stream's records of a Messages batch (the file format's decoder checks and drops its columns)."""
+        return batch
+
+    def _ts(self, meta) -> int | None:  # noqa: ANN001
+        """The write time in ``meta`` (format 2.x files), None when absent."""
+        raw = meta.get(_TS) if meta is not None else None
+        if raw is None:
+            return None
+        if not (raw.isdigit() and len(raw) <= 18):
+            raise ValueError(f"write time {raw[:30]!r} is not a decimal number of milliseconds")
+        return int(raw)
 
 
 _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, TypeError, StopIteration, RecursionError)
@@ -254,7 +278,7 @@ class ArrowCodec:
             raise SchemaMismatchError(f"the arrow encoding cannot store this schema: {e}",
                                       stream=header.stream) from None
 
-    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None) -> _ArrowSegmentEncoder:
+    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None, *, part: int = 0) -> _ArrowSegmentEncoder:
         return _ArrowSegmentEncoder(self, metadata)
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
@@ -281,7 +305,7 @@ class ArrowCodec:
     def record_decoder(self) -> _ArrowRecordDecoder:
         return _ArrowRecordDecoder(self)
 
-    def segment_decoder(self, prefix) -> _ArrowSegmentDecoder:  # noqa: ANN001
+    def segment_decoder(self, prefix, part: int | None = None) -> _ArrowSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
         schema = self._read_schema(prefix)
         if not schema.equals(self.header.schema, check_metadata=False):

@@ -293,7 +293,7 @@ class AvroCodec:
         self.cast_columns = [i for i, (a, b) in enumerate(zip(self.raw_schema, header.schema)) if not a.type.equals(b.type)]
         """Columns whose Arrow type differs from the integer storage type Avro holds."""
 
-    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None) -> _AvroSegmentEncoder:
+    def new_segment(self, metadata: "Mapping[str, bytes] | None" = None, *, part: int = 0) -> _AvroSegmentEncoder:
         return _AvroSegmentEncoder(self, metadata=metadata)
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
@@ -322,7 +322,7 @@ class AvroCodec:
     def record_decoder(self) -> _AvroRecordDecoder:
         return _AvroRecordDecoder(self)
 
-    def segment_decoder(self, prefix) -> _AvroSegmentDecoder:  # noqa: ANN001
+    def segment_decoder(self, prefix, part: int | None = None) -> _AvroSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
         try:
             reader = fastavro.reader(io.BytesIO(prefix))

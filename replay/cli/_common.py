@@ -122,8 +122,9 @@ def local_path(uri: str) -> str | None:
     return None
 
 
-_HEADER_FILE = "header.json"
-_PART_DIR = re.compile(r"^part-(\d{5})$")
+_HEADER_FILES = ("_header.json", "header.json")  # format 2.x, 1.x (connectors/files/layout.py)
+_HEADER_FILE = "_header.json"
+_PART_DIR = re.compile(r"^part(?:-(\d{5})|=(0|[1-9]\d*))$")
 
 
 def _command_name() -> str:
@@ -132,7 +133,7 @@ def _command_name() -> str:
 
 
 def _is_stream_folder(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, _HEADER_FILE))
+    return any(os.path.isfile(os.path.join(path, h)) for h in _HEADER_FILES)
 
 
 def _looks_like_stream_folder(path: str) -> bool:
@@ -159,12 +160,12 @@ def not_a_log(path: str, *, must_be_log: bool = True) -> str | None:
     m = _PART_DIR.match(name)
     if m and _is_stream_folder(parent):
         root, stream = os.path.split(parent)
-        return (f"{path} is the folder of part {int(m.group(1))} of stream {stream!r}, not a log; pass its log "
+        return (f"{path} is the folder of part {int(m.group(1) or m.group(2))} of stream {stream!r}, not a log; pass its log "
                 f"and the stream name: {cmd} {root} {stream}")
     if not must_be_log:
         return None
     try:
-        names = [n for n in os.listdir(norm) if not n.startswith(".")]
+        names = [n for n in os.listdir(norm) if not n.startswith((".", "_"))]
     except OSError:
         return None  # reading it reports the error
     if names and not any(_looks_like_stream_folder(os.path.join(norm, n)) for n in names):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,6 +22,7 @@ from rich.text import Text
 
 from connectors.files import FileLog
 from connectors.files import index as ix
+from connectors.files.layout import HEADER_FILES, LAYOUTS, layout_for
 from connectors.memory import MemoryLog
 from eventlog.antichain import Antichain
 from eventlog.errors import CorruptLogError, EventLogError, ProgressError, SequenceError
@@ -194,10 +194,6 @@ def _resume_at(log: Log, stream: str, part: int, e: EventLogError, tried: set[in
     return None
 
 
-def _suffix(header: StreamHeader) -> str:
-    return ".arrows" if header.encoding == "arrow" else ".avro"
-
-
 def _segment_of(log: Log, header: StreamHeader, part: int, seq: int) -> str | None:
     """File logs: the segment file that holds (or would hold) event ``seq`` of ``part``; None otherwise."""
     if not isinstance(log, FileLog):
@@ -208,7 +204,10 @@ def _segment_of(log: Log, header: StreamHeader, part: int, seq: int) -> str | No
         return None
     if not firsts:
         return None
-    return os.path.join(log.root, header.stream, f"part-{part:05d}", f"{firsts[-1]:020d}{_suffix(header)}")
+    layout = layout_for(header.version)
+    d = log.part_path(header.stream, part)
+    sealed, unsealed = (os.path.join(d, n(firsts[-1], header.encoding)) for n in (layout.sealed_name, layout.open_name))
+    return unsealed if not os.path.exists(sealed) and os.path.exists(unsealed) else sealed
 
 
 def _event_place(log: Log, header: StreamHeader, part: int, seq: int) -> tuple[str | None, int | None]:
@@ -356,13 +355,18 @@ def _header_problem(log: Log, stream: str, e: Exception) -> Problem:
     """An unreadable or damaged stream header, as a "header" problem naming its file where known."""
     path = getattr(e, "path", None)
     if path is None and isinstance(log, FileLog) and not isinstance(log, MemoryLog):
-        path = os.path.join(log.root, stream, "header.json")
+        path = next((p for p in (os.path.join(log.root, stream, h) for h in HEADER_FILES) if os.path.exists(p)),
+                    os.path.join(log.root, stream, HEADER_FILES[0]))
     reason = e.reason if isinstance(e, EventLogError) else f"{type(e).__name__}: {e}"
     return Problem("header", f"cannot read the stream header: {reason}", stream, path=path)
 
 
-_PART_DIR = re.compile(r"^part-(\d{5})$")
-_SEGMENT = re.compile(r"^(\d{20})\.(arrows|avro|index)$")
+def _part_number(name: str) -> int | None:
+    """The part number of a part folder name of any layout (``part-00003``, ``part=3``)."""
+    for layout in LAYOUTS.values():
+        if (n := layout.part_of(name)) is not None:
+            return n
+    return None
 
 
 def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: bool) -> list[Problem]:
@@ -377,8 +381,8 @@ def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: b
     if whole_log:
         for name in sorted(os.listdir(log.root)):
             d = os.path.join(log.root, name)
-            if name not in headers and not os.path.exists(os.path.join(d, "header.json")) and _has_parts(d):
-                problems.append(Problem("layout", "stream folder without header.json", name, path=d))
+            if name not in headers and not any(os.path.exists(os.path.join(d, h)) for h in HEADER_FILES) and _has_parts(d):
+                problems.append(Problem("layout", "stream folder without its header file", name, path=d))
     for stream, header in headers.items():
         sdir = os.path.join(log.root, stream)
         try:
@@ -386,40 +390,45 @@ def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: b
         except OSError as e:
             problems.append(Problem("layout", f"cannot list the stream folder: {e.strerror or e}", stream, path=sdir))
             continue
+        layout = layout_for(header.version)
         for name in names:
-            m = _PART_DIR.match(name)
+            number = layout.part_of(name)
             path = os.path.join(sdir, name)
-            if m and int(m.group(1)) >= header.peers:
+            if number is not None and number >= header.peers:
                 if _holds_segments(path):
                     problems.append(Problem("header", f"the header says peers {header.peers}, but part folder "
                                             f"{name} holds segments: the header disagrees with the parts", stream,
-                                            int(m.group(1)), path=path))
+                                            number, path=path))
                 else:
                     problems.append(Problem("layout", f"part folder beyond the stream's {header.peers} peers",
-                                            stream, int(m.group(1)), path=path))
-            elif not m and name != "header.json" and not name.endswith(".tmp"):
-                problems.append(Problem("layout", "unexpected file in the stream folder", stream, path=path))
+                                            stream, number, path=path))
+            elif number is None and name != layout.header_file and not name.endswith(".tmp"):
+                what = ("a part folder of another format version" if _part_number(name) is not None
+                        else "unexpected file")
+                problems.append(Problem("layout", f"{what} in the stream folder", stream, path=path))
         for part in range(header.peers):
-            problems += _part_layout(header, part, os.path.join(sdir, f"part-{part:05d}"))
+            problems += _part_layout(header, part, os.path.join(sdir, layout.part_dir(part)))
     return problems
 
 
 def _has_parts(d: str) -> bool:
     try:
-        return os.path.isdir(d) and any(_PART_DIR.match(x) for x in os.listdir(d))
+        return os.path.isdir(d) and any(_part_number(x) is not None for x in os.listdir(d))
     except OSError:
         return False
 
 
 def _holds_segments(d: str) -> bool:
     try:
-        return any(_SEGMENT.match(x) for x in os.listdir(d))
+        return any(lay.segment_first(x, enc) or lay.index_first(x) for x in os.listdir(d)
+                   for lay in LAYOUTS.values() for enc in ("arrow", "avro"))
     except OSError:
         return False
 
 
 def _part_layout(header: StreamHeader, part: int, pdir: str) -> list[Problem]:
-    stream, suffix = header.stream, _suffix(header)
+    stream, layout = header.stream, layout_for(header.version)
+    other = "avro" if header.encoding == "arrow" else "arrow"
     if not os.path.isdir(pdir):
         return []
     data, index, problems = {}, {}, []
@@ -428,17 +437,15 @@ def _part_layout(header: StreamHeader, part: int, pdir: str) -> list[Problem]:
     except OSError as e:
         return [Problem("layout", f"cannot list the part folder: {e.strerror or e}", stream, part, path=pdir)]
     for name in names:
-        m = _SEGMENT.match(name)
         path = os.path.join(pdir, name)
-        if m and "." + m.group(2) == suffix:
-            data[int(m.group(1))] = path
-        elif m and m.group(2) == "index":
-            index[int(m.group(1))] = path
-        elif m:
-            other = "avro" if m.group(2) == "avro" else "arrow"
+        if (seg := layout.segment_first(name, header.encoding)) is not None:
+            data[seg[0]] = path
+        elif (first := layout.index_first(name)) is not None:
+            index[first] = path
+        elif (seg := layout.segment_first(name, other)) is not None:
             problems.append(Problem("header", f"segment in the {other} encoding, but the header says "
                                     f"{header.encoding}: the header disagrees with the parts", stream, part,
-                                    int(m.group(1)), path=path))
+                                    seg[0], path=path))
         elif name != ".lock":
             problems.append(Problem("layout", "unexpected file in the part folder", stream, part, path=path))
     newest = max(data, default=None)
@@ -538,7 +545,7 @@ def _headless_stream(log: Log, stream: str) -> Problem | None:
     d = os.path.join(log.root, stream)
     if os.path.basename(os.path.normpath(d)) != stream or not _has_parts(d):
         return None
-    return Problem("layout", "stream folder without header.json", stream, path=d)
+    return Problem("layout", "stream folder without its header file", stream, path=d)
 
 
 def _print_report(log: Log, reports: list[PartReport], problems: list[Problem], n_streams: int) -> None:
