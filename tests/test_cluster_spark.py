@@ -1,0 +1,142 @@
+"""The capture tap and the ``eventlog`` data source (batch and Structured Streaming) on a Spark standalone
+cluster (a master and two workers, separate executor JVMs on a shared disk; ``tests/_cluster.py``),
+including an executor JVM SIGKILLed mid-job: what the logs hold equals the failure-free run."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from capture import Capture, tap
+from eventlog import open_log
+from tests._cluster import cluster_spark, spark_cluster, wait_for_slots  # noqa: F401 - fixtures
+from tests.spark.conftest import by_time
+
+pytestmark = pytest.mark.spark
+
+COLS = ["id", "word", "t"]
+
+
+def words(spark, n: int, partitions: int):
+    return spark.range(0, n, 1, partitions).selectExpr(
+        "id", "concat('w', cast(id % 7 as string)) as word", "id % 4 as t")
+
+
+def expected_words(n: int) -> dict:
+    return by_time([{"id": i, "word": f"w{i % 7}", "t": i % 4} for i in range(n)], "t", COLS)
+
+
+def slow_marked(marks: str, delay: float):
+    """A mapInArrow function that leaves a file ``p<partition>-s<stage>-a<attempt>`` in ``marks`` when its task
+    starts, then passes every batch on after ``delay`` seconds."""
+
+    def fn(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        open(os.path.join(marks, f"p{ctx.partitionId()}-s{ctx.stageId()}-a{ctx.attemptNumber()}"), "w").close()
+        for b in batches:
+            time.sleep(delay)
+            yield b
+
+    return fn
+
+
+def kill_when_running(cluster, session, marks: str, tasks: int, killed: list[str]) -> threading.Thread:
+    """A thread that SIGKILLs the session's executor on worker 1 once ``tasks`` task marks exist."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(marks)) < tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        killed.append(cluster.kill_executor(session.sparkContext.applicationId, worker=1))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_tap_and_batch_read_on_the_cluster(cluster_spark, tmp_path):
+    wait_for_slots(cluster_spark)
+    log_dir = str(tmp_path / "log")
+    tapped = tap(words(cluster_spark, 2000, 6), log_dir, "words", time="t")
+    assert by_time(tapped.collect(), "t", COLS) == expected_words(2000)
+    assert open_log(log_dir).header("words").peers == 6
+    replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log_dir}/words")
+    assert replayed.rdd.getNumPartitions() == 3
+    assert by_time(replayed.collect(), "_time", COLS) == expected_words(2000)
+    # a batch write of the replay into a new stream, read back with another partitioning
+    replayed.drop("_time", "_part", "_seq").write.format("eventlog").option("time", "t").mode("append") \
+        .save(f"{log_dir}/copy")
+    again = cluster_spark.read.format("eventlog").option("mode", "repartition").option("key", "word") \
+        .option("workers", 2).load(f"{log_dir}/copy")
+    assert by_time(again.collect(), "_time", COLS) == expected_words(2000)
+
+
+def test_tap_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, tmp_path):
+    """8 tapped partitions run at once on the two executors; once 4 have started, the executor JVM on worker 1
+    is SIGKILLed. Spark runs its tasks again; the log holds each row once, as a failure-free run would."""
+    wait_for_slots(cluster_spark)
+    log_dir, marks = str(tmp_path / "log"), str(tmp_path / "marks")
+    os.mkdir(marks)
+    df = words(cluster_spark, 4000, 8)
+    df = df.mapInArrow(slow_marked(marks, 2.0), df.schema)
+    killed: list[str] = []
+    t = kill_when_running(spark_cluster, cluster_spark, marks, 4, killed)
+    collected = by_time(tap(df, log_dir, "words", time="t").collect(), "t", COLS)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+    assert collected == expected_words(4000)
+    replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log_dir}/words")
+    assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
+    assert replayed.select("id").distinct().count() == 4000
+    assert not os.path.exists(os.path.join(log_dir, ".staging"))
+
+
+SCHEMA = pa.schema([("n", pa.int64())])
+PEERS, TIMES, PER_TIME = 3, 8, 50
+
+
+def write_input(log_dir: str) -> list[tuple[int, int]]:
+    """Three parts of ``PER_TIME`` records at each of ``TIMES`` times, every part finished; returns ``(time, n)``."""
+    log = open_log(log_dir)
+    rows = []
+    for p in range(PEERS):
+        with Capture(log, "live", p, PEERS, schema=SCHEMA) as cap:
+            for t in range(TIMES):
+                ns = [10_000 * t + 100 * p + i for i in range(PER_TIME)]
+                cap.send(t, [{"n": n} for n in ns])
+                cap.advance_to(t + 1)
+                rows += [(t, n) for n in ns]
+    return sorted(rows)
+
+
+def test_structured_streaming_read_and_write_survive_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster,
+                                                                                 tmp_path):
+    """A streaming query reads a log through the ``eventlog`` source (several micro-batches) and writes it with
+    the ``eventlog`` sink; the executor JVM on worker 1 is SIGKILLed during the second micro-batch. The output
+    holds every input record once, at its input time."""
+    wait_for_slots(cluster_spark)
+    src, out, marks = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "marks")
+    os.mkdir(marks)
+    rows = write_input(src)
+    stream = (cluster_spark.readStream.format("eventlog").option("workers", 2)
+              .option("maxRecordsPerTrigger", 2 * PEERS * PER_TIME).load(f"{src}/live")
+              .selectExpr("n", "_time as src_time"))
+    stream = stream.mapInArrow(slow_marked(marks, 0.5), stream.schema)
+    killed: list[str] = []
+    t = kill_when_running(spark_cluster, cluster_spark, marks, 3, killed)
+    q = (stream.writeStream.format("eventlog").option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(availableNow=True).start(f"{out}/copy"))
+    q.awaitTermination(180)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert q.exception() is None and len(q.recentProgress) >= 4     # 4 micro-batches of 2 times each
+    back = cluster_spark.read.format("eventlog").load(f"{out}/copy").collect()
+    assert sorted((r["src_time"], r["n"]) for r in back) == rows
+    assert len({r["_time"] for r in back}) >= 4                     # the sink's time is the batch id
