@@ -11,13 +11,11 @@ import click
 import pyarrow as pa
 
 from eventlog._extras import require
-from eventlog.errors import MissingExtraError
 from eventlog.log import Log
 from replay.dataset import dataset
 
 from ._common import (
     EXIT_LOG_ERROR,
-    EXIT_USAGE,
     TIME,
     _fail,
     as_time,
@@ -33,14 +31,6 @@ EXIT_QUERY_FAILED = 1
 
 _BATCH_ROWS = 10_000
 """Result rows fetched from DuckDB at a time."""
-
-
-def _duckdb() -> Any:
-    """The duckdb module; without it a usage error naming the extra that installs it."""
-    try:
-        return require("duckdb", "sql", "replay sql")
-    except MissingExtraError as e:
-        _fail(str(e), EXIT_USAGE)
 
 
 def _one_line(error: Exception) -> str:
@@ -140,7 +130,8 @@ def sql(uri: str, query: str, since: Any, until: Any, isolation: str, fmt: str |
     ("a.b"). Only the streams the query names are read (their committed records, unless --uncommitted).
     A table on a terminal, JSON lines when piped. Needs DuckDB: pip install 'eventlog[sql]'.
 
-    Exit 1 when DuckDB refuses or fails the query (its error on one line), 3 on a log or I/O error.
+    Exit 1 when DuckDB refuses or fails the query (its error on one line), 3 on a log or I/O error or
+    without DuckDB.
 
     \b
     Examples:
@@ -148,7 +139,7 @@ def sql(uri: str, query: str, since: Any, until: Any, isolation: str, fmt: str |
       replay sql /tmp/cap "select word, sum(count) from counts group by 1" --since 3 --format csv
       replay sql /tmp/cap "select * from \\"jobA.counts\\" a join totals b using (_time)"
     """
-    duckdb = _duckdb()
+    duckdb = require("duckdb", "sql", "replay sql")  # MissingExtraError (exit 3) names the extra, as for --plot
     log = open_uri(uri)
     con = duckdb.connect()
     try:
