@@ -173,11 +173,14 @@ def _compare(a: _Side, b: _Side, multisets: _Multisets) -> set[Time]:
         differing.update(multisets.differing(times, ready["A"], ready["B"]))
         ready["A"], ready["B"], ready_rows = {}, {}, 0
 
+    seen = None  # the frontiers at the last look for complete times
     while not (a.done and b.done):
         for side in (a, b):
             if not side.done:
                 side.read(_CHUNK_ROWS)
-        ready_rows += move([t for t in a.waiting.keys() | b.waiting.keys() if a.complete(t) and b.complete(t)])
+        if (a.frontier, b.frontier) != seen:
+            seen = (a.frontier, b.frontier)
+            ready_rows += move([t for t in a.waiting.keys() | b.waiting.keys() if a.complete(t) and b.complete(t)])
         if ready_rows >= _COMPARE_ROWS:
             flush()
     move(list(a.waiting.keys() | b.waiting.keys()))
