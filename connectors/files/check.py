@@ -96,6 +96,7 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
     decoder: list[SegmentDecoder] = []
     seq, offset = first, prefix
     unindexed: list[tuple[int, int]] = []
+    places: list[tuple[int, int]] = []  # (offset, length) of every event: what a 2.x footer must list
     stop: Stop | None = None
     while len(problems) < _MAX_PER_SEGMENT:
         entry = f.entry(seq)
@@ -126,6 +127,7 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
             problem = _decode_problem(f, codec, decoder, seq, step.offset, body)
             if problem is not None:
                 problems.append(problem)
+        places.append((step.offset, step.length))
         seq, offset = seq + 1, step.end
     if unindexed and f.index_exists:
         s, o = unindexed[0]
@@ -141,6 +143,10 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
                 problems.append(f.error(f"{what} after its end-of-stream marker", offset=stop.offset))
             elif f.data_size > end:
                 problems.append(f.error("bytes after the end-of-stream marker", offset=end))
+            elif f.layout.seals and f.encoding == "arrow":
+                footer = f.footer_problem(stop.offset, places)
+                if footer is not None:
+                    problems.append(f.error(footer, offset=stop.offset + 8))
         if sealed and f.layout.seals and not f.is_sealed:
             problems.append(f.error("segment was never sealed (a writer crashed; the next writer of the part seals "
                                     "it)", offset=0))

@@ -18,7 +18,6 @@ import pyarrow as pa
 import zstandard
 
 from eventlog.encoding import EventCodec, SegmentDecoder
-from eventlog.encoding.ipc_file import footer_blocks, trailer_length
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
@@ -291,15 +290,9 @@ class FilePartReader(PartReader):
 
     def _check_footer(self, cur: _Cursor, eos: int) -> None:
         """A 2.x segment's footer must list exactly the segment's events (third-party readers believe it)."""
-        f = cur.files
-        n = trailer_length(f.read(f.data_size - 16, 16), f.data_size)
-        start = eos + 8
-        try:
-            blocks = footer_blocks(f.read(start, f.data_size - start - 10)) if n else None
-        except ValueError as e:
-            raise f.error(f"damaged footer: {e}", offset=start) from None
-        if blocks is None or [(b.offset, b.meta_length + b.body_length) for b in blocks] != cur.blocks:
-            raise f.error("the footer does not list the segment's events (offsets and lengths)", offset=start)
+        problem = cur.files.footer_problem(eos, cur.blocks or [])
+        if problem is not None:
+            raise cur.files.error(problem, offset=eos + 8)
 
     def _decode(self, cur: _Cursor, place: Place) -> Entry | None:
         f = cur.files

@@ -16,6 +16,8 @@ from eventlog.errors import CorruptLogError, UnsupportedVersionError
 
 from . import index as ix
 from .framing import END, Framing, Malformed, framing_for
+from eventlog.encoding.ipc_file import EOS, footer_blocks, trailer_length
+
 from .layout import Layout
 from .storage import ReadFile, Storage
 
@@ -254,6 +256,23 @@ class SegmentFiles:
         if n == END:  # 1.x: a cut end-of-stream marker; 2.x: a footer not whole yet (no event lies past it)
             return end <= offset + len(self.framing.suffix) if self.framing.suffix else True
         return n is None
+
+    def footer_problem(self, eos: int, places: list[tuple[int, int]]) -> str | None:
+        """What is wrong with the footer of a 2.x Arrow segment whose end-of-stream marker is at ``eos``,
+        given the ``(offset, length)`` of every event the segment holds (None when it lists exactly them:
+        third-party readers believe the footer, never the index)."""
+        trailer = trailer_length(self.read(self.data_size - 16, 16), self.data_size)
+        start = eos + len(EOS)
+        if trailer is None or self.data_size - trailer != start:
+            return "no whole footer after the end-of-stream marker"
+        try:
+            blocks = footer_blocks(self.read(start, trailer - 10))
+        except ValueError as e:
+            return f"damaged footer: {e}"
+        if [(b.offset, b.meta_length + b.body_length) for b in blocks] != places:
+            return (f"the footer lists {len(blocks)} record batches that are not the segment's {len(places)} events "
+                    f"(offsets and lengths)")
+        return None
 
     def suffix_whole(self, offset: int) -> bool:
         """Whether the segment ends, cleanly, with the whole suffix that starts at ``offset`` (where the
