@@ -116,16 +116,27 @@ def test_older_kafka_streams_are_read_not_appended_and_copy_upgrades_them(golden
     assert completed(new) == completed(old) == [(0, 1), (0, 2), (1, 7), (2, 3), (5, 4), (5, 5), (5, 6)]
     files = open_log(tmp_path / "files")  # a file log writes its own version, whatever the source's
     copy(new, files, "golden-avro")
-    assert files.header("golden-avro").version == (1, 2) and completed(files) == completed(old)
+    assert files.header("golden-avro").version == (2, 0) and completed(files) == completed(old)
 
 
 def test_a_file_log_refuses_a_header_of_a_major_version_it_does_not_define(tmp_path):
-    from eventlog import StreamHeader, UnsupportedVersionError
+    from eventlog import CorruptLogError, StreamHeader, UnsupportedVersionError
 
     log = open_log(tmp_path / "log")
-    header = StreamHeader("s", 1, pa.schema([("n", pa.int64())]), version=(2, 0))
     os.makedirs(tmp_path / "log" / "s")
-    (tmp_path / "log" / "s" / "header.json").write_bytes(header.to_json())
-    with pytest.raises(UnsupportedVersionError, match="file logs of format 1.x") as ei:
+    doc = json.loads(StreamHeader("s", 1, pa.schema([("n", pa.int64())])).to_json())
+    doc["version"] = "3.0"
+    doc.pop("checksum")
+    from eventlog.header import header_checksum
+
+    doc["checksum"] = header_checksum(doc)
+    (tmp_path / "log" / "s" / "_header.json").write_text(json.dumps(doc))
+    with pytest.raises(UnsupportedVersionError, match="format version 3.0") as ei:
         log.header("s")
     assert ei.value.stream == "s"
+    # a 2.0 header in the 1.x layout's file name is no stream of either layout
+    os.makedirs(tmp_path / "log" / "t")
+    (tmp_path / "log" / "t" / "header.json").write_bytes(StreamHeader("t", 1, pa.schema([("n", pa.int64())]),
+                                                                      version=(2, 0)).to_json())
+    with pytest.raises(CorruptLogError, match="_header.json"):
+        log.header("t")
