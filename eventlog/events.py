@@ -47,3 +47,6 @@ class Entry(NamedTuple):
 
     seq: int
     event: Event
+    ts: int | None = None
+    """When it was written, in milliseconds since the Unix epoch (the writer's clock), where the log records
+    it: Kafka (the record timestamp) and format 2.x file logs; None for older file segments and memory logs."""

@@ -462,3 +462,23 @@ def test_verify_and_ls_on_a_2_0_log(tmp_path):
     open(os.path.join(part_dir(str(tmp_path)), "notes.txt"), "w").write("x")
     r = CliRunner().invoke(main, ["verify", str(tmp_path), "--json"])
     assert r.exit_code == 1 and "unexpected file in the part folder" in r.output
+
+
+@pytest.mark.parametrize("kind", ["file-2.0", "file-1.2", pytest.param("kafka", marks=pytest.mark.kafka)])
+def test_readers_give_each_event_s_write_time_where_the_log_records_it(tmp_path, request, kind):
+    import time
+
+    uri = request.getfixturevalue("kafka_uri") if kind == "kafka" else str(tmp_path)
+    log = open_log(uri, format="1.2") if kind == "file-1.2" else open_log(uri)
+    before = time.time_ns() // 1_000_000
+    with Capture(log, "s", 0, 1, schema=SCHEMA) as cap:
+        for t in range(3):
+            cap.send(t, rows(t))
+            cap.advance_to(t + 1)
+    after = time.time_ns() // 1_000_000
+    stamps = [e.ts for e in open_log(uri).reader("s", 0)]
+    assert len(stamps) == 7
+    if kind == "file-1.2":
+        assert stamps == [None] * 7  # 1.x segments do not record it
+    else:
+        assert stamps == sorted(stamps) and before - 5 <= stamps[0] and stamps[-1] <= after + 5

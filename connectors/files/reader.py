@@ -323,4 +323,4 @@ class FilePartReader(PartReader):
                           offset=place.offset)
         if self._progress_only and isinstance(event, Messages):
             return None
-        return Entry(seq, event)
+        return Entry(seq, event, getattr(cur.decoder, "last_ts", None))

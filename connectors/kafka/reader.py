@@ -268,7 +268,7 @@ class KafkaPartReader(PartReader):
                 raise CorruptLogError(e.reason, stream=self.stream, part=self.part, seq=seq, offset=offset) from None
             check_event(frame, i, got, event, stream=self.stream, part=self.part)
             self.epoch = mark.epoch
-            yield Entry(seq, event)
+            yield Entry(seq, event, frame.ts)
 
     def close(self) -> None:
         if self._consumer is not None:
