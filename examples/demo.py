@@ -1,6 +1,6 @@
 """The main job: a Spark word count over generated click events, with a capture tap after the aggregation.
 
-1. Spark (local, 2 cores) counts words per epoch over generated events; a tap after the ``groupBy``
+1. Spark (local, 2 cores, or the cluster of ``--master``/``$SPARK_MASTER``) counts words per epoch over generated events; a tap after the ``groupBy``
    captures its output stream into ``./demo-log`` (one part per Spark partition, time = epoch) while the
    job goes on to pick each epoch's top word.
 2. The log is replayed through the ``eventlog`` data source with another number of partitions (3 replay
@@ -8,6 +8,7 @@
 3. The job's and the replay's answers are compared.
 
     make demo                      # = .venv/bin/python examples/demo.py --log ./demo-log
+    .venv/bin/python examples/demo.py --master spark://127.0.0.1:17077   # on tools/spark-cluster (docs/deploy.md)
 """
 
 from __future__ import annotations
@@ -23,25 +24,25 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = str(Path(__file__).resolve().parent.parent)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for _path in (ROOT, str(Path(__file__).resolve().parent)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 STREAM = "word_counts"
 WORDS = "spark kafka arrow avro timely frontier replay capture stream epoch".split()
 
 
-def start_spark(partitions: int):
-    """A local SparkSession whose Python workers use this interpreter and see this project."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    from pyspark.sql import SparkSession
+def start_spark(partitions: int, master: str = "local[2]", confs: list[str] = ()):
+    """A SparkSession on ``master`` whose Python workers use this interpreter and see this project
+    (``examples/spark_session.py``)."""
+    from spark_session import start_spark as start
 
-    spark = (SparkSession.builder.master("local[2]").appName("eventlog-demo")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", str(partitions))
-             .config("spark.sql.adaptive.coalescePartitions.enabled", "false")  # keep 4 partitions: 4 parts
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+    spark = start("eventlog-demo", master, {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": partitions,
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",   # keep 4 partitions: 4 parts
+        "spark.sql.session.timeZone": "UTC",
+    }, confs)
     spark.sparkContext.setLogLevel("ERROR")
     from connectors.spark import register
 
@@ -67,6 +68,9 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--partitions", type=int, default=4, help="Spark partitions of the aggregation = parts")
     p.add_argument("--workers", type=int, default=3, help="replay workers = partitions of the replayed DataFrame")
+    from spark_session import add_spark_options
+
+    add_spark_options(p, "local[2]")
     args = p.parse_args()
     console = Console()
     log_dir = os.path.abspath(args.log)
@@ -76,7 +80,7 @@ def main() -> None:
     from capture import tap
 
     started = time.monotonic()
-    spark = start_spark(args.partitions)
+    spark = start_spark(args.partitions, args.master, args.conf)
     words = F.array(*[F.lit(w) for w in WORDS])
     events = spark.range(args.events).select(
         (F.col("id") % args.epochs).alias("epoch"),
@@ -90,7 +94,7 @@ def main() -> None:
     top = counts.groupBy("epoch").agg(top_word, F.sum("clicks").alias("clicks")).orderBy("epoch").collect()
     job = {r["epoch"]: (r["top"], r["clicks"]) for r in top}
     console.print(f"[bold]job[/bold]: counted {args.events:,} events over {args.epochs} epochs with "
-                  f"{args.partitions} partitions; the tap captured them into {log_dir}/{STREAM}")
+                  f"{args.partitions} partitions on {args.master}; the tap captured them into {log_dir}/{STREAM}")
 
     replayed = (spark.read.format("eventlog").option("workers", args.workers)
                 .option("mode", "repartition").option("key", "word").load(f"{log_dir}/{STREAM}"))
@@ -120,7 +124,8 @@ def main() -> None:
     if replay != "replay":
         console.print(f"({replay} is the CLI of this environment; `source {os.path.dirname(replay)}/activate` puts "
                       "`replay` on PATH)")
-    console.print(f"segments are plain Arrow IPC streams: {args.log}/{STREAM}/part-*/<first seq>.arrows; "
+    console.print(f"the stream folder is a dataset: pyarrow.dataset.dataset('{args.log}/{STREAM}', format='arrow', "
+                  "partitioning='hive') reads it (Arrow IPC files with _time and _seq columns, part=N folders); "
                   "the format is specified in schemas/FORMAT.md")
     if not same:
         sys.exit(1)
