@@ -10,12 +10,12 @@ pages are written back (``os.sync``, untimed) so a case does not pay for the pre
 Cases, per encoding:
 
 arrow write
-  plain     ``pa.OSFile(path, "wb")`` + ``pa.ipc.new_stream(f, schema, options=IpcWriteOptions(compression="zstd"))``,
-            ``write_batch`` per batch, close. No fsync.
+  plain     ``pa.OSFile(path, "wb")`` + ``pa.ipc.new_file(f, schema, options=IpcWriteOptions(compression="zstd"))``,
+            ``write_batch`` per batch, close (an IPC file with its footer, as format 2.0 segments are). No fsync.
   eventlog  ``open_log(dir, sync=MODE)`` + ``Capture(log, "bench", 0, 1, schema, encoding="arrow")``; per batch i:
             ``send(i, batch)`` then ``advance_to(i + 1)`` (a Progress event and a sync each); close.
 arrow read
-  plain     ``pa.ipc.open_stream(pa.OSFile(path))``, iterate the record batches.
+  plain     ``pa.ipc.open_file(pa.OSFile(path))``, read every record batch.
   eventlog  ``open_log(dir).reader("bench", 0)``, iterate entries, take ``Messages.records`` (Progress events are
             decoded too: that is the log).
 avro write
@@ -119,7 +119,7 @@ def remove(path: str) -> None:
 
 def plain_arrow_write(path: str, batches: list[pa.RecordBatch]) -> int:
     options = ipc.IpcWriteOptions(compression="zstd")
-    with pa.OSFile(path, "wb") as f, ipc.new_stream(f, SCHEMA, options=options) as w:
+    with pa.OSFile(path, "wb") as f, ipc.new_file(f, SCHEMA, options=options) as w:
         for b in batches:
             w.write_batch(b)
     return os.path.getsize(path)
@@ -128,8 +128,9 @@ def plain_arrow_write(path: str, batches: list[pa.RecordBatch]) -> int:
 def plain_arrow_read(path: str, batch: int) -> int:
     rows = 0
     with pa.OSFile(path, "rb") as f:
-        for b in ipc.open_stream(f):
-            rows += b.num_rows
+        reader = ipc.open_file(f)
+        for i in range(reader.num_record_batches):
+            rows += reader.get_batch(i).num_rows
     return rows
 
 

@@ -55,11 +55,20 @@ def capture(root: str, rows: int, batch: int) -> None:
                 cap.advance_to(t + 1)
 
 
+def _segments(root: str) -> list[str]:
+    """The stream's sealed Arrow segments (format 2.0: IPC files in part=N folders; 1.x: IPC streams)."""
+    return sorted(glob.glob(os.path.join(root, "r", "part=*", "*.arrow"))) or sorted(
+        glob.glob(os.path.join(root, "r", "part-*", "*.arrows")))
+
+
 def plain(root: str) -> int:
     n = 0
-    for path in sorted(glob.glob(os.path.join(root, "r", "part-*", "*.arrows"))):
-        for b in ipc.open_stream(pa.memory_map(path)):
-            n += b.num_rows
+    for path in _segments(root):
+        if path.endswith(".arrow"):
+            n += ipc.open_file(pa.memory_map(path)).read_all().num_rows
+        else:
+            for b in ipc.open_stream(pa.memory_map(path)):
+                n += b.num_rows
     return n
 
 
@@ -67,12 +76,13 @@ def decode_only(root: str) -> int:
     """The floor under a replay: every event's checksum verified and its batch decoded in place, through
     the file log's own index and codec, with no merge or progress tracking."""
     from connectors.files import index as ix
-    from eventlog.encoding import codec_for
+    from connectors.files.codec import file_codec
 
-    codec = codec_for(open_log(root).header("r"))
+    codec = file_codec(open_log(root).header("r"))
     n = 0
-    for path in sorted(glob.glob(os.path.join(root, "r", "part-*", "*.arrows"))):
-        raw = open(path[: -len(".arrows")] + ".index", "rb").read()
+    for path in _segments(root):
+        stem, name = os.path.split(os.path.splitext(path)[0])
+        raw = open(os.path.join(stem, ("_" if path.endswith(".arrow") else "") + name + ".index"), "rb").read()
         entries = [ix.unpack_entry(raw, ix.HEADER_SIZE + i * ix.ENTRY_SIZE)
                    for i in range((len(raw) - ix.HEADER_SIZE) // ix.ENTRY_SIZE)]
         with pa.memory_map(path) as mm:
