@@ -2,6 +2,7 @@
 
     .venv/bin/python examples/runtime_wordcount.py                    # in-process (threads)
     .venv/bin/python examples/runtime_wordcount.py --spark            # on Spark, local[8], barrier mode
+    .venv/bin/python examples/runtime_wordcount.py --spark --master spark://127.0.0.1:17077   # on a cluster
     .venv/bin/python examples/runtime_wordcount.py --channels kafka://127.0.0.1:19092/demo
 
 A generator source (4 parts of generated lines, time = second of the line) feeds
@@ -22,14 +23,16 @@ import tempfile
 from pathlib import Path
 
 ROOT = str(Path(__file__).resolve().parent.parent)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for _path in (ROOT, str(Path(__file__).resolve().parent)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 import pyarrow as pa  # noqa: E402
 
 from eventlog import open_log  # noqa: E402
 from replay import Replayer  # noqa: E402
 from runtime import Fault, FaultPlan, Job  # noqa: E402
+from spark_session import add_spark_options, start_spark  # noqa: E402
 
 WORDS = "spark kafka arrow avro timely frontier replay capture stream epoch barrier bundle".split()
 SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64()), ("window_start", pa.int64()),
@@ -58,21 +61,20 @@ def build(out: str, parallelism: int) -> Job:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--spark", action="store_true", help="run on a local Spark session (barrier mode)")
+    ap.add_argument("--spark", action="store_true", help="run on Spark (barrier mode), on --master")
     ap.add_argument("--channels", help="channel store URI (default: a temporary directory)")
-    ap.add_argument("--work", help="working directory (default: a temporary one, removed at the end)")
+    ap.add_argument("--work", help="working directory (default: a temporary one, removed at the end); on a "
+                                   "cluster, a folder every executor shares with the driver")
+    add_spark_options(ap, "local[8]")
     args = ap.parse_args()
-    work = args.work or tempfile.mkdtemp(prefix="runtime-wordcount-")
+    work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="runtime-wordcount-"))
     out = os.path.join(work, "out")
     spark = None
     if args.spark:
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master("local[8]").appName("runtime-wordcount")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.python.daemon.module", "runtime.spark_daemon").getOrCreate())
+        spark = start_spark("runtime-wordcount", args.master, {
+            "spark.ui.showConsoleProgress": "false",
+            "spark.python.daemon.module": "runtime.spark_daemon",
+        }, args.conf)
         spark.sparkContext.setLogLevel("FATAL")
     kind = "kill" if args.spark else "raise"
     faults = FaultPlan([Fault(0, "counts", 0, "record", 30, kind), Fault(1, "words", 1, "barrier", 1)])
