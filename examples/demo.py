@@ -1,8 +1,8 @@
 """The main job: a Spark word count over generated click events, with a capture tap after the aggregation.
 
 1. Spark (local, 2 cores, or the cluster of ``--master``/``$SPARK_MASTER``) counts words per epoch over
-   generated events; a tap after the ``groupBy`` captures its output stream into ``./demo-log`` (one part per Spark partition, time = epoch) while the
-   job goes on to pick each epoch's top word.
+   generated events; a tap after the ``groupBy`` captures its output stream into ``./demo-log`` (one part
+   per Spark partition, time = epoch) while the job goes on to pick each epoch's top word.
 2. The log is replayed through the ``eventlog`` data source with another number of partitions (3 replay
    workers, records repartitioned by word), and each epoch is summarised once it is complete.
 3. The job's and the replay's answers are compared.
