@@ -6,7 +6,8 @@ no system site packages) without extras; its dependencies come from PyPI through
 needs the network the first time (CI has it; ``-m "not network"`` leaves it out). In that environment the
 optional packages — pyspark, pandas, confluent-kafka, matplotlib, duckdb — are not importable, the ``replay``
 CLI works on a file log (import, ls, cat, stats, verify, copy to Avro, diff), and every feature whose extra
-is missing fails with one line naming the extra to install.
+is missing (``frontier --plot``, ``sql``, ``kafka://`` logs and channels, the Spark data source) fails with one
+line naming the extra to install.
 """
 
 from __future__ import annotations
@@ -163,6 +164,11 @@ def test_missing_extras_name_the_extra(core_env):
     assert plot.stderr.strip() == ("replay: error: replay frontier --plot needs matplotlib, which is not installed: "
                                    "pip install 'eventlog[plot]' (or 'eventlog[all]')")
     assert not (work / "f.png").exists()
+
+    sql = _replay(core_env, "sql", "plotlog", "select count(*) from s")
+    assert sql.returncode == 3
+    assert sql.stderr.strip() == ("replay: error: replay sql needs duckdb, which is not installed: "
+                                  "pip install 'eventlog[sql]' (or 'eventlog[all]')")
 
     kafka = _replay(core_env, "ls", "kafka://127.0.0.1:9/jobA")
     assert kafka.returncode == 3
