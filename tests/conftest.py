@@ -89,19 +89,33 @@ def encoding(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="session")
-def kcat():
-    """Debian's kcat, installed with apt-get when missing (Debian, as root); skipped with the reason otherwise."""
-    path = shutil.which("kcat")
+def debian_tool(command: str, package: str) -> str:
+    """The path of ``command``, installed from Debian's ``package`` with apt-get when missing (Debian, as root);
+    the test is skipped with the reason otherwise."""
+    path = shutil.which(command)
     if path is None and os.path.exists("/etc/debian_version") and os.geteuid() == 0:
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for cmd in (["apt-get", "install", "-y", "-q", "kcat"], ["apt-get", "update", "-q"],
-                    ["apt-get", "install", "-y", "-q", "kcat"]):
+        for cmd in (["apt-get", "install", "-y", "-q", package], ["apt-get", "update", "-q"],
+                    ["apt-get", "install", "-y", "-q", package]):
             subprocess.run(cmd, capture_output=True, env=env, timeout=300)
-            if (path := shutil.which("kcat")) is not None:
+            if (path := shutil.which(command)) is not None:
                 break
     if path is None:
-        reason = "kcat is not installed and could not be (needs Debian's apt-get as root): apt-get install -y kcat"
+        reason = (f"{command} is not installed and could not be (needs Debian's apt-get as root): "
+                  f"apt-get install -y {package}")
         print(f"SKIP: {reason}", file=sys.stderr)
         pytest.skip(reason)
     return path
+
+
+@pytest.fixture(scope="session")
+def kcat():
+    """Debian's kcat, installed with apt-get when missing (Debian, as root); skipped with the reason otherwise."""
+    return debian_tool("kcat", "kcat")
+
+
+@pytest.fixture(scope="session")
+def avrocat():
+    """``avrocat`` of the Avro C tools (Debian's avro-bin), installed with apt-get when missing (Debian, as
+    root); skipped with the reason otherwise."""
+    return debian_tool("avrocat", "avro-bin")

@@ -273,6 +273,20 @@ def _cases(n: int, rng: random.Random, must: list[int], budget: int) -> list[int
     return sorted(picks)
 
 
+def damaged_copy(base: str, root: str, name: str, data: bytes, mode: str, off: int, rng: random.Random) -> None:
+    """Make ``root`` a fresh copy of the log ``base`` whose file ``name`` (holding ``data``) has the byte at
+    ``off`` changed (``mode`` "flip", by a bit pattern drawn from ``rng``) or is cut there ("truncate")."""
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(base, root)
+    target = os.path.join(root, name)
+    if mode == "flip":
+        changed = bytearray(data)
+        changed[off] ^= rng.choice((0x01, 0x80, 0xFF, 0x10))
+        open(target, "wb").write(bytes(changed))
+    else:
+        open(target, "wb").write(data[:off])
+
+
 @pytest.mark.parametrize("encoding", ["arrow", "avro"])
 def test_every_flip_and_truncation_gives_the_events_or_a_typed_error(tmp_path, encoding):
     """Every single-byte change and truncation (at sampled offsets, all of them in prefixes, index headers
@@ -306,15 +320,7 @@ def test_every_flip_and_truncation_gives_the_events_or_a_typed_error(tmp_path, e
             must = [*range(min(len(data), head)), *(s + k for s in starts for k in (0, 3, 5, 8))]
         for mode in ("flip", "truncate"):
             for off in _cases(len(data), rng, must if mode == "flip" else [0, *must[::3]], budget):
-                shutil.rmtree(root, ignore_errors=True)
-                shutil.copytree(base, root)
-                target = os.path.join(root, name)
-                if mode == "flip":
-                    changed = bytearray(data)
-                    changed[off] ^= rng.choice((0x01, 0x80, 0xFF, 0x10))
-                    open(target, "wb").write(bytes(changed))
-                else:
-                    open(target, "wb").write(data[:off])
+                damaged_copy(base, root, name, data, mode, off, rng)
                 short = mode == "truncate" and last_segment
                 before = read_outcome(root, original, may_be_short=short)
                 reopen_outcome(root, original, before, may_be_short=short)

@@ -1,5 +1,7 @@
 """The event codec of a file log's segments: format 1.x segments use the encodings' stream form; 2.x Arrow
-segments are Arrow IPC files with ``_time``, ``_part`` and ``_seq`` columns (``eventlog.encoding.arrow_file``)."""
+segments are Arrow IPC files with ``_time`` and ``_seq`` columns (``eventlog.encoding.arrow_file``), 2.x Avro
+segments container files of flat rows with ``_time``, ``_seq``, ``_ts`` and ``_updates``
+(``eventlog.encoding.avro_rows``)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,18 @@ from eventlog.encoding import EventCodec, codec_for
 from eventlog.header import StreamHeader
 
 
-def file_codec(header: StreamHeader) -> EventCodec:
+def file_codec(header: StreamHeader, *, avro_codec: str | None = None) -> EventCodec:
     """The codec of ``header``'s segments in a file log (SchemaMismatchError when the encoding cannot store
-    the schema: call it before writing anything of a new stream)."""
+    the schema: call it before writing anything of a new stream). ``avro_codec`` is the block codec of the 2.x
+    Avro segments it creates (``deflate`` when None; every codec is read)."""
     if header.version[0] >= 2 and header.encoding == "arrow":
         from eventlog.encoding.arrow_file import ArrowFileCodec
 
         return ArrowFileCodec(header)
+    if header.version[0] >= 2 and header.encoding == "avro":
+        from eventlog.encoding.avro_rows import AvroRowsCodec
+
+        return AvroRowsCodec(header, block_codec=avro_codec)  # type: ignore[return-value]
     return codec_for(header)
 
 

@@ -22,7 +22,7 @@ import struct
 from typing import Callable
 
 from eventlog.encoding.ipc_file import LEADING_MAGIC, trailer_length
-from eventlog.limits import MAX_EVENT_BYTES, MAX_EVENT_METADATA_BYTES
+from eventlog.limits import MAX_EVENT_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS
 
 Read = Callable[[int, int], bytes]
 """``read(offset, n)``: up to ``n`` bytes of the segment at ``offset`` (fewer at its end)."""
@@ -78,7 +78,7 @@ def framing_for(encoding: str, major: int = 1) -> Framing:
     if encoding == "arrow":
         return ArrowFileFraming() if major >= 2 else ArrowFraming()
     if encoding == "avro":
-        return AvroFraming()
+        return AvroFraming(MAX_EVENT_RECORDS if major >= 2 else 1)
     raise ValueError(f"unknown encoding {encoding!r}")
 
 
@@ -215,11 +215,14 @@ class _Bytes:
 
 
 class AvroFraming(Framing):
-    """Avro object container framing; a block must hold exactly one record (one event)."""
+    """Avro object container framing; a block is one event: exactly one record (1.x, the ``eventlog.Event``)
+    or 1 … ``max_records`` rows (2.x, a Messages event's records or a Progress event's one row)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_records: int = 1) -> None:
         self.sync: bytes | None = None
         """The segment's sync marker, known once :meth:`prefix_length` framed the header."""
+        self.max_records = max_records
+        """The most records (rows) a block may declare."""
 
     def prefix_length(self, read: Read, size: int) -> int | None:
         window = min(size, 1 << 16)
@@ -279,8 +282,10 @@ class AvroFraming(Framing):
             if offset + len(head.data) < size:  # pragma: no cover - read() returned less than was there
                 raise Malformed("short read", offset) from None
             return None
-        if count != 1:
+        if self.max_records == 1 and count != 1:
             raise Malformed(f"Avro block of {count} records, an event block holds 1", offset)
+        if not 1 <= count <= self.max_records:  # bounded before the block is read, let alone decoded
+            raise Malformed(f"Avro block of {count} rows, an event block holds 1 to {self.max_records}", offset)
         if not 0 <= length <= MAX_EVENT_BYTES:
             raise Malformed(f"Avro block declares {length} bytes", offset)
         end = pos + length + _SYNC_SIZE

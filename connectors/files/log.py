@@ -19,6 +19,7 @@ import os
 
 import pyarrow.fs as pafs
 
+from eventlog.encoding.avro_rows import DEFAULT_AVRO_CODEC, check_avro_codec
 from eventlog.errors import CorruptLogError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
@@ -56,6 +57,7 @@ class FileLog(Log):
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         storage: Storage | None = None,
         format: "str | tuple[int, int] | None" = None,  # noqa: A002 - the user-facing option name
+        avro_codec: str | None = None,
     ) -> None:
         check_sync_mode(sync)
         self.format_version = _parse_format(os.environ.get(FORMAT_ENV) or FILE_FORMAT_VERSION if format is None
@@ -74,6 +76,10 @@ class FileLog(Log):
         self.uri = uri or root
         self.sync_mode = sync
         self.segment_bytes = segment_bytes
+        self.avro_codec = check_avro_codec(avro_codec or DEFAULT_AVRO_CODEC)
+        """The block codec of the format 2.x Avro segments this log's writers create: ``deflate`` (the default,
+        which every Avro reader has), ``zstandard`` (smaller, faster; Java Avro and fastavro read it, polars and
+        the Avro C tools do not) or ``null``. Segments of every codec are read."""
         self.recoveries: list[Recovery] = []
         """What writers opened through this log object repaired (torn tails cut, indexes rebuilt)."""
         self._headers: dict[str, StreamHeader] = {}

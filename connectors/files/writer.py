@@ -78,7 +78,7 @@ class FilePartWriter(PartWriter):
         self.stream = header.stream
         self.part = part
         self._sync_mode = sync
-        self._codec: EventCodec = file_codec(header)
+        self._codec: EventCodec = file_codec(header, avro_codec=log.avro_codec)
         self._layout = layout_for(header.version)
         self._dir = log._part_dir(header, part)
         self._st.make_dirs(self._dir)

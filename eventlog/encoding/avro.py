@@ -35,6 +35,7 @@ from .sink import DrainSink
 from .zstd_frame import bounded_decompress, frame_bounds
 
 _SYNC_SIZE = 16
+_MAGIC = b"Obj\x01"
 
 
 def event_schema(header: StreamHeader) -> tuple[dict[str, Any], pa.Schema]:
@@ -277,13 +278,7 @@ class AvroCodec:
         """Raises SchemaMismatchError if the Avro encoding cannot store ``header.schema``."""
         self.header = header
         self.schema_json, self.raw_schema = event_schema(header)
-        raw_json = strip_logical(self.schema_json)
-        try:
-            self.parsed = fastavro.parse_schema(self.schema_json)
-            self.raw_parsed = fastavro.parse_schema(raw_json)
-        except Exception as e:  # noqa: BLE001 - fastavro's SchemaParseException and friends
-            raise SchemaMismatchError(f"the stream schema has no Avro form: {type(e).__name__}: {e}",
-                                      stream=header.stream) from None
+        raw_json, self.parsed, self.raw_parsed = parse_schemas(self.schema_json, header.stream)
         records = next(f for f in raw_json["fields"] if f["name"] == "records")["type"]["items"]
         self.scanner = EventScanner(records, header.time_type.arity)
         """Checks an event's bytes against the limits before fastavro decodes them."""
@@ -298,13 +293,7 @@ class AvroCodec:
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
         """The key/value metadata of a segment's Avro container header (without the ``avro.`` keys)."""
-        try:
-            meta = fastavro.reader(io.BytesIO(bytes(prefix))).metadata
-        except Exception as e:  # noqa: BLE001 - whatever fastavro raises on damaged bytes
-            raise CorruptLogError(f"segment does not start with an Avro container header: {type(e).__name__}: "
-                                  f"{str(e)[:300]}") from None
-        return {k.encode("utf-8", "surrogateescape"): (v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape"))
-                for k, v in meta.items() if not k.startswith("avro.")}
+        return container_metadata(prefix)
 
     def _standalone_sync(self) -> bytes:
         """The sync marker of standalone bodies: fixed per stream, so no prefix needs storing."""
@@ -324,16 +313,48 @@ class AvroCodec:
 
     def segment_decoder(self, prefix, part: int | None = None) -> _AvroSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
-        try:
-            reader = fastavro.reader(io.BytesIO(prefix))
-            stored = json.loads(reader.metadata["avro.schema"])
-            codec = reader.codec
-            same = fastavro.parse_schema(stored) == self.parsed
-        except Exception as e:  # noqa: BLE001 - whatever fastavro raises on damaged bytes (SchemaParseException, ...)
-            raise CorruptLogError(f"segment does not start with an Avro container header of an eventlog stream: "
-                                  f"{type(e).__name__}: {str(e)[:300]}") from None
+        stored, codec = container_schema(prefix)
         if codec != "zstandard":
             raise CorruptLogError(f"segment uses Avro codec {str(codec)[:40]!r}; eventlog writes 'zstandard'")
-        if not same:
+        if stored != self.parsed:
             raise CorruptLogError("segment's Avro schema does not match the stream header")
         return _AvroSegmentDecoder(self, prefix[-_SYNC_SIZE:])
+
+
+def parse_schemas(schema_json: dict[str, Any], stream: str) -> tuple[dict[str, Any], Any, Any]:
+    """``(raw_json, parsed, raw_parsed)``: an Avro schema without its temporal logical types (how eventlog
+    reads and writes their integer values), and fastavro's parse of both; SchemaMismatchError naming
+    ``stream`` when fastavro refuses them."""
+    raw_json = strip_logical(schema_json)
+    try:
+        return raw_json, fastavro.parse_schema(schema_json), fastavro.parse_schema(raw_json)
+    except Exception as e:  # noqa: BLE001 - fastavro's SchemaParseException and friends
+        raise SchemaMismatchError(f"the stream schema has no Avro form: {type(e).__name__}: {e}",
+                                  stream=stream) from None
+
+
+def container_metadata(prefix) -> dict[bytes, bytes]:  # noqa: ANN001
+    """The key/value metadata of an Avro object container header (without the ``avro.`` keys); damaged bytes
+    raise CorruptLogError."""
+    try:
+        meta = fastavro.reader(io.BytesIO(bytes(prefix))).metadata
+    except Exception as e:  # noqa: BLE001 - whatever fastavro raises on damaged bytes
+        raise CorruptLogError(f"segment does not start with an Avro container header: {type(e).__name__}: "
+                              f"{str(e)[:300]}") from None
+    return {k.encode("utf-8", "surrogateescape"): (v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape"))
+            for k, v in meta.items() if not k.startswith("avro.")}
+
+
+def container_schema(prefix) -> tuple[Any, str]:  # noqa: ANN001
+    """``(schema, codec)``: the schema an Avro object container header declares (parsed by fastavro, to
+    compare with ``fastavro.parse_schema`` of the expected one) and its codec name; damaged bytes raise
+    CorruptLogError."""
+    if bytes(prefix[:4]) != _MAGIC:  # (fastavro does not check it)
+        raise CorruptLogError("segment does not start with the Avro container magic Obj\\x01")
+    try:
+        reader = fastavro.reader(io.BytesIO(bytes(prefix)))
+        stored = fastavro.parse_schema(json.loads(reader.metadata["avro.schema"]))
+        return stored, reader.codec
+    except Exception as e:  # noqa: BLE001 - whatever fastavro raises on damaged bytes (SchemaParseException, ...)
+        raise CorruptLogError(f"segment does not start with an Avro container header of an eventlog stream: "
+                              f"{type(e).__name__}: {str(e)[:300]}") from None

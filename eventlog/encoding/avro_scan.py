@@ -295,6 +295,48 @@ class _RecordRef:
         return self._skip(buf, pos)
 
 
+def skip_time(buf: bytes, pos: int, arity: int) -> int:
+    """Move past one time at ``pos``: a ``long`` (``arity`` 0) or an array of exactly ``arity`` longs, each
+    array block's count checked before its items are walked."""
+    if arity == 0:
+        return _skip_varint(buf, pos)
+    seen = 0
+
+    def on_block(count: int) -> None:
+        nonlocal seen
+        seen += count
+        if seen > arity:
+            raise ValueError(f"product time has more than {arity} components")
+
+    pos = _array_blocks(buf, pos, on_block, _skip_varint)
+    if seen != arity:
+        raise ValueError(f"product time has {seen} components, the stream's time type {arity}")
+    return pos
+
+
+class UpdatesWalk:
+    """Walks a Progress event's array of ``(time, delta)`` updates, counting them against MAX_EVENT_UPDATES
+    (each array block's count before its items) and checking each time's arity."""
+
+    def __init__(self, arity: int) -> None:
+        self._arity = arity
+        self.updates = 0
+        """Updates walked so far."""
+
+    def _on_block(self, count: int) -> None:
+        self.updates += count
+        if self.updates > MAX_EVENT_UPDATES:
+            raise LogLimitError(f"progress event holds more than {MAX_EVENT_UPDATES} updates, over the format's "
+                                f"limit")
+
+    def _update(self, buf: bytes, pos: int) -> int:
+        return _skip_varint(buf, skip_time(buf, pos, self._arity))
+
+    def __call__(self, buf: bytes, pos: int) -> int:
+        """Move past the updates array at ``pos``."""
+        return _array_blocks(buf, pos, self._on_block, self._update)
+
+
 @dataclass(frozen=True)
 class EventShape:
     """What the scan found: the event's kind (0 Messages, 1 Progress), and its counts."""
@@ -336,20 +378,7 @@ class EventScanner:
         return size <= self._size_bound
 
     def _time(self, buf: bytes, pos: int) -> int:
-        if self._arity == 0:
-            return _skip_varint(buf, pos)
-        seen = 0
-
-        def on_block(count: int) -> None:
-            nonlocal seen
-            seen += count
-            if seen > self._arity:
-                raise ValueError(f"product time has more than {self._arity} components")
-
-        pos = _array_blocks(buf, pos, on_block, _skip_varint)
-        if seen != self._arity:
-            raise ValueError(f"product time has {seen} components, the stream's time type {self._arity}")
-        return pos
+        return skip_time(buf, pos, self._arity)
 
     def scan(self, buf: bytes) -> EventShape:
         """Walk the whole record; raise LogLimitError over a limit (before walking what is over it),
@@ -367,19 +396,9 @@ class EventScanner:
             raise ValueError("a messages event has a time, a progress event none")
         if has_time:
             pos = self._time(buf, pos)
-        updates = records = 0
-
-        def on_updates(count: int) -> None:
-            nonlocal updates
-            updates += count
-            if updates > MAX_EVENT_UPDATES:
-                raise LogLimitError(f"progress event holds more than {MAX_EVENT_UPDATES} updates, over the "
-                                    f"format's limit")
-
-        def update(buf: bytes, pos: int) -> int:
-            return _skip_varint(buf, self._time(buf, pos))
-
-        pos = _array_blocks(buf, pos, on_updates, update)
+        walk = UpdatesWalk(self._arity)
+        pos = walk(buf, pos)
+        updates, records = walk.updates, 0
 
         def on_records(count: int) -> None:
             nonlocal records
