@@ -59,7 +59,7 @@ class LiveTail:
         self._console = console
         self._stream = stream
         types = {f"record.{f.name}": f.type for f in schema}
-        base = {"part": 4, "seq": 6, "kind": 8, "time": 6, "updates": 12, "frontier": 8}
+        base = {"part": 4, "seq": 6, "ts": 24, "kind": 8, "time": 6, "updates": 12, "frontier": 8}
         self._guess = [max(len(label), base.get(key) or _type_width(types.get(key, pa.string())))
                        for key, label in columns]
         self._widths: list[int] | None = None

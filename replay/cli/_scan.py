@@ -20,6 +20,8 @@ from replay.committed import CommittedPart, check_isolation
 from replay.replayer import order_key
 from replay.rules import PartProgress
 
+from ._wallclock import written_within
+
 
 class PartCursor:
     """Reads one part from ``start`` (default: its first event) up to ``end`` (exclusive, default: no end),
@@ -32,7 +34,14 @@ class PartCursor:
     ``isolation="committed"`` (the default) yields the part's committed view (``replay.committed``,
     FORMAT.md §1.1): messages wait until a later Progress event passes their time, and those a crashed writer
     left at times it had not completed are dropped once a newer incarnation writes. ``progress_only`` cursors
-    and ``isolation="uncommitted"`` yield every event as read."""
+    and ``isolation="uncommitted"`` yield every event as read.
+
+    Wall-clock bounds (``Entry.ts``, ms since the epoch; a part's events are taken to be written in order):
+    ``until_ts`` ends the part before its first event written after it (the part as it was then: reading
+    committed, messages whose commit came later stay held). ``since_ts`` starts reading near the first event
+    written at or after it — Kafka logs find it by record timestamp (``seq_for_timestamp``), other logs while
+    restoring the frontier from the Progress events before it — and ``in_window`` tells the consumer which
+    events to show: events before ``since_ts`` still count for the frontier."""
 
     def __init__(
         self,
@@ -44,10 +53,13 @@ class PartCursor:
         end: int | None = None,
         progress_only: bool = False,
         isolation: str = "committed",
+        since_ts: int | None = None,
+        until_ts: int | None = None,
     ) -> None:
         self.header = header
         self.part = part
         self.end = end
+        self.since_ts, self.until_ts = since_ts, until_ts
         stats = log.part_stats(header.stream, part)
         self.first_seq = stats.first_seq
         self.start = stats.first_seq if start is None else max(start, stats.first_seq)
@@ -55,14 +67,23 @@ class PartCursor:
         self.committed = (CommittedPart(header.time_type.minimum, stream=header.stream, part=part)
                           if check_isolation(isolation) == "committed" and not progress_only else None)
         """The committed-read filter (None when reading uncommitted or progress only)."""
-        if self.start > stats.first_seq:
+        scan_ts = since_ts  # without an index by time: start after the Progress events written before it
+        seek = getattr(log, "seq_for_timestamp", None)
+        if since_ts is not None and callable(seek):
+            self.start = max(self.start, seek(header.stream, part, since_ts))
+            scan_ts = None
+        if self.start > stats.first_seq or scan_ts is not None:
+            last = stats.first_seq - 1
             with log.reader(header.stream, part, start=stats.first_seq, progress_only=True) as r:
                 for entry in r:
-                    if entry.seq >= self.start:
+                    if entry.seq >= self.start and (scan_ts is None or entry.ts is None or entry.ts >= scan_ts):
                         break
                     self._update_frontier(entry)
                     if self.committed is not None:
                         self.committed.restore(entry.event.updates, entry.seq)  # type: ignore[union-attr]
+                    last = entry.seq
+            if scan_ts is not None:
+                self.start = max(self.start, last + 1)
         self.reader: PartReader = log.reader(header.stream, part, start=self.start, progress_only=progress_only)
         self.last_seq = self.start - 1
         """The sequence id of the last event read (``start - 1`` before the first)."""
@@ -114,10 +135,18 @@ class PartCursor:
         for entry in self.reader:
             if self.end is not None and entry.seq >= self.end:
                 return
+            if self.until_ts is not None and entry.ts is not None and entry.ts > self.until_ts:
+                self.end = entry.seq  # written after --until-ts: the part ends here
+                return
             if self.committed is None:
                 yield entry
             else:
                 yield from self.committed.push(entry, self.reader.epoch)
+
+    def in_window(self, entry: Entry) -> bool:
+        """True when ``entry`` was written within ``since_ts``/``until_ts`` (always, without them): the events to
+        show; the others only move the frontier."""
+        return written_within(entry.ts, self.since_ts, self.until_ts)
 
     def held_note(self) -> str | None:
         """Reading committed: one line on the events held back at the end (None when nothing is held)."""
@@ -161,11 +190,14 @@ def open_cursors(
     ends: dict[int, int] | None = None,
     progress_only: bool = False,
     isolation: str = "committed",
+    since_ts: int | None = None,
+    until_ts: int | None = None,
 ) -> list[PartCursor]:
-    """A cursor per part, from ``starts[p]`` (default: the first event) to ``ends[p]`` (default: no end)."""
+    """A cursor per part, from ``starts[p]`` (default: the first event) to ``ends[p]`` (default: no end), within
+    the wall-clock bounds ``since_ts``/``until_ts`` (``PartCursor``)."""
     return [
         PartCursor(log, header, p, start=(starts or {}).get(p), end=(ends or {}).get(p), progress_only=progress_only,
-                   isolation=isolation)
+                   isolation=isolation, since_ts=since_ts, until_ts=until_ts)
         for p in parts
     ]
 

@@ -32,6 +32,7 @@ from ._live import LiveTail
 from ._output import FORMATS, RowWriter, default_format, row_writer
 from ._scan import PartCursor, held_notes, merged, merged_frontier, open_cursors
 from ._values import BINARY_ENCODINGS, RecordConverter
+from ._wallclock import check_window, records_write_times, require_write_times, ts_iso, ts_options
 
 KINDS = ("messages", "progress", "all")
 """Which events ``cat``/``tail`` show."""
@@ -39,9 +40,11 @@ KINDS = ("messages", "progress", "all")
 _META = ("part", "seq", "kind", "time")
 
 
-def _columns(header: StreamHeader, kind: str) -> list[tuple[str, str]]:
-    """``(key, label)`` of the table and CSV columns: the event's place, then progress or record fields."""
-    cols = [(k, k) for k in _META]
+def _columns(header: StreamHeader, kind: str, write_times: bool) -> list[tuple[str, str]]:
+    """``(key, label)`` of the table and CSV columns: the event's place (with its write time ``ts`` when the
+    stream records them), then progress or record fields."""
+    meta = _META[:2] + ("ts",) + _META[2:] if write_times else _META
+    cols = [(k, k) for k in meta]
     if kind != "messages":
         cols += [("updates", "updates"), ("frontier", "frontier")]
     if kind != "progress":
@@ -80,16 +83,19 @@ class _Printer:
     def show(self, cursor: PartCursor, entry: Entry) -> None:
         """Print ``entry`` of ``cursor``'s part if it passes the filters (the cursor's frontier already
         includes it); a Messages event is cut after the record that reaches ``max_rows``."""
-        if self.full:
+        if self.full or not cursor.in_window(entry):
             return
         ev = entry.event
+        place: dict[str, Any] = {"part": cursor.part, "seq": entry.seq}
+        if entry.ts is not None:
+            place["ts"] = ts_iso(entry.ts)
         if isinstance(ev, Messages):
             if self.kind == "progress" or not self._in_range(ev.time):
                 return
             records = ev.records
             if self.max_rows is not None and records.num_rows > self.max_rows - self.rows:
                 records = records.slice(0, self.max_rows - self.rows)
-            place = {"part": cursor.part, "seq": entry.seq, "kind": "messages", "time": time_json(ev.time)}
+            place.update(kind="messages", time=time_json(ev.time))
             for record in self._records.rows(records):
                 self.writer.write({**place, "record": record})
             self.rows += records.num_rows
@@ -99,7 +105,7 @@ class _Printer:
             if (self.since is not None or self.until is not None) and not any(self._in_range(t) for t, _ in ev.updates):
                 return
             self.writer.write({
-                "part": cursor.part, "seq": entry.seq, "kind": "progress",
+                **place, "kind": "progress",
                 "updates": [[time_json(t), d] for t, d in ev.updates], "frontier": frontier_json(cursor.frontier),
             })
             self.rows += 1
@@ -107,8 +113,10 @@ class _Printer:
 
 
 def _done(cursors: list[PartCursor], until: Time | None) -> bool:
-    """Nothing more can arrive: every part finished, or every time before ``until`` complete."""
-    return all(c.finished or (until is not None and all(less_equal(until, e) for e in c.frontier)) for c in cursors)
+    """Nothing more can arrive: every part finished, past ``--until-ts``, or has every time before ``until``
+    complete."""
+    return all(c.finished or c.at_end or (until is not None and all(less_equal(until, e) for e in c.frontier))
+               for c in cursors)
 
 
 def _read(cursors: list[PartCursor], printer: _Printer) -> None:
@@ -120,23 +128,29 @@ def _read(cursors: list[PartCursor], printer: _Printer) -> None:
 
 def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since: Any, until: Any,
          max_rows: int | None, max_events: int | None, kind: str, fmt: str | None, binary: str, follow: bool, interval: float,
-         isolation: str) -> None:
+         isolation: str, since_ts: int | None = None, until_ts: int | None = None) -> None:
+    check_window(since_ts, until_ts)
     log = open_uri(uri)
     header = stream_header(log, stream)
     check_part(header, part)
     since_t, until_t = as_time(since, header, "--since"), as_time(until, header, "--until")
     parts = [part] if part is not None else list(range(header.peers))
+    require_write_times(log, header, parts, since_ts, until_ts)
     starts = {}
     for p in parts:
         st = log.part_stats(stream, p)
         starts[p] = start_seq(offset, st.first_seq, st.next_seq)
-    cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress", isolation=isolation)
+    cursors = open_cursors(log, header, parts, starts=starts, progress_only=kind == "progress", isolation=isolation,
+                           since_ts=since_ts, until_ts=until_ts)
     live: LiveTail | None = None
     writer: RowWriter
-    if follow and fmt in (None, "table") and (console := _live.live_console()).is_terminal:
-        writer = live = LiveTail(_columns(header, kind), header.schema, console, stream)
+    table = follow and fmt in (None, "table") and (console := _live.live_console()).is_terminal
+    fmt = None if table else fmt or default_format()
+    columns = _columns(header, kind, fmt in (None, "table", "csv") and records_write_times(log, header, parts))
+    if table:
+        writer = live = LiveTail(columns, header.schema, console, stream)
     else:
-        writer = row_writer(fmt or default_format(), _columns(header, kind))
+        writer = row_writer(fmt, columns)
     printer = _Printer(header, writer, kind, since_t, until_t, max_rows, max_events, binary)
 
     def poll() -> None:
@@ -172,6 +186,7 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
                          "time first)."),
             click.option("--since", type=TIME, help="Only times t with SINCE <= t (product times: 1,2)."),
             click.option("--until", type=TIME, help="Only times t that are not >= UNTIL."),
+            ts_options,
             click.option("--kind", "-k", type=click.Choice(KINDS), default="all", show_default=True,
                          help="Which events to show."),
             click.option("--format", "fmt", type=click.Choice(FORMATS),
@@ -193,8 +208,9 @@ def _common_options(f: Callable[..., Any]) -> Callable[..., Any]:
               help="Stop after N rows (records and Progress events), like head -n.")
 @click.option("--events", "max_events", type=click.IntRange(min=0), metavar="N",
               help="Stop after N events (a Messages event is one event, however many records it holds).")
-def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
-        isolation: str, offset: tuple[str, int], max_rows: int | None, max_events: int | None) -> None:
+def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, since_ts: int | None, until_ts: int | None,
+        kind: str, fmt: str | None, binary: str, isolation: str, offset: tuple[str, int], max_rows: int | None,
+        max_events: int | None) -> None:
     """Print the events of STREAM: one row per record of a Messages event (part, seq, kind, time, record)
     and one per Progress event (part, seq, kind, updates, and the part's frontier after it).
 
@@ -211,7 +227,7 @@ def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: s
       replay cat /tmp/cap grid --since 1,0 --format csv > grid.csv
     """
     _run(uri, stream, part, offset, since, until, max_rows, max_events, kind, fmt, binary, follow=False, interval=0,
-         isolation=isolation)
+         isolation=isolation, since_ts=since_ts, until_ts=until_ts)
 
 
 @click.command("tail", short_help="Print the last events; -f follows a live log.")
@@ -222,8 +238,9 @@ def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: s
               help="Start with the last N events of each part.")
 @click.option("--interval", type=click.FloatRange(min=0.001), default=0.2, show_default=True,
               help="Seconds between polls when following.")
-def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: str, fmt: str | None, binary: str,
-         isolation: str, follow: bool, last: int, interval: float) -> None:
+def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, since_ts: int | None,
+         until_ts: int | None, kind: str, fmt: str | None, binary: str, isolation: str, follow: bool, last: int,
+         interval: float) -> None:
     """Print the last events of each part of STREAM (like cat --offset -N); with -f, keep following the
     log as it grows. Following ends with exit code 0 once every part is finished (or every time before
     --until is complete), and with 130 on Ctrl-C.
@@ -235,4 +252,4 @@ def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, kind: 
     """
     offset = ("last", last) if last else ("end", 0)
     _run(uri, stream, part, offset, since, until, None, None, kind, fmt, binary, follow=follow, interval=interval,
-         isolation=isolation)
+         isolation=isolation, since_ts=since_ts, until_ts=until_ts)

@@ -32,6 +32,7 @@ from ._common import (
 from ._scan import held_notes, merged, merged_frontier, open_cursors, part_ends, summarise_part, total_events
 from ._sinks import EXPORT_FORMATS, SUFFIX_FORMATS, open_sink
 from ._values import BINARY_ENCODINGS
+from ._wallclock import check_window, require_write_times, ts_options
 
 
 @click.command("copy", short_help="Copy a stream with other parts, key or encoding.")
@@ -139,22 +140,25 @@ def _counting_reads(log: Log, stream: str, advance: Callable[[int], None]) -> It
               "read (implies --uncommitted: records a writer may still replace after a crash).")
 @click.option("--since", type=TIME, help="Only times t with SINCE <= t.")
 @click.option("--until", type=TIME, help="Only times t that are not >= UNTIL.")
+@ts_options
 @click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64", show_default=True,
               help="How binary values are written in jsonl.")
 @click.option("--force", is_flag=True, help="Overwrite PATH if it is an existing regular file (never a device, fifo, "
               "directory or a symbolic link to one).")
 @uncommitted_option
 def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, since: Any, until: Any,
-           binary: str, force: bool, isolation: str) -> None:
+           since_ts: int | None, until_ts: int | None, binary: str, force: bool, isolation: str) -> None:
     """Write the records of STREAM to PATH as a plain file other tools read: Parquet, an Arrow IPC file,
     an Avro container file or JSON lines. Every row is a record with _time (int64, or list<int64> for
     product times), _part and _seq (where it was captured). Only complete times are exported unless
-    --incomplete; rows come in replay order (lowest time first).
+    --incomplete; rows come in replay order (lowest time first). --since-ts keeps the records written since
+    then; --until-ts exports the stream as it was then (complete times and committed records at that moment).
 
     \b
     Example:
       replay export /tmp/cap numbers numbers.parquet
       replay export /tmp/cap numbers --to jsonl out.txt --incomplete
+      replay export /tmp/cap numbers last-hour.parquet --since-ts -1h
     """
     if fmt is None:
         fmt = SUFFIX_FORMATS.get(os.path.splitext(path)[1].lower())
@@ -162,15 +166,17 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
             raise click.BadParameter(f"cannot tell the format from {path!r}: pass --to "
                                      f"{'|'.join(EXPORT_FORMATS)}", param_hint="'--to'")
     check_output_file(path, "PATH", force=force)
+    check_window(since_ts, until_ts)
     log = open_uri(uri)
     header = stream_header(log, stream)
     since_t, until_t = as_time(since, header, "--since"), as_time(until, header, "--until")
     parts = range(header.peers)
+    require_write_times(log, header, parts, since_ts, until_ts)
     total = total_events(log, header, parts)
     # completeness from the Progress events first; both passes end where the parts end now (a consistent
     # view of a log that is still being written)
     ends = part_ends(log, header, parts)
-    cursors = open_cursors(log, header, parts, ends=ends, progress_only=True)
+    cursors = open_cursors(log, header, parts, ends=ends, progress_only=True, until_ts=until_ts)
     try:
         for c in cursors:
             for _ in c.read():
@@ -180,7 +186,8 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
         for c in cursors:
             c.close()
     sink = open_sink(fmt, path, header, binary)
-    cursors = open_cursors(log, header, parts, ends=ends, isolation="uncommitted" if incomplete else isolation)
+    cursors = open_cursors(log, header, parts, ends=ends, isolation="uncommitted" if incomplete else isolation,
+                           since_ts=since_ts, until_ts=until_ts)
     times: set = set()
     left_out = 0
     try:
@@ -188,7 +195,7 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
             for cursor, entry in merged(cursors):
                 advance(1)
                 ev = entry.event
-                if not isinstance(ev, Messages):
+                if not isinstance(ev, Messages) or not cursor.in_window(entry):
                     continue
                 t = ev.time
                 if (since_t is not None and not less_equal(since_t, t)) or (

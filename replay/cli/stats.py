@@ -31,6 +31,7 @@ from ._common import (
     warn,
 )
 from ._scan import PartCursor, merged_frontier, total_events
+from ._wallclock import check_window, require_write_times, ts_json, ts_options, written_within
 
 _WIDE = 8
 """Up to this many parts, the per-time table has a column per part; beyond, min/max per part."""
@@ -46,21 +47,39 @@ class _PartTally:
     stored_bytes: int | None = 0
     frontier: Antichain = field(default_factory=Antichain)
     tail_problem: str | None = None
-    per_time: dict = field(default_factory=lambda: collections.defaultdict(lambda: [0, 0]))
+    per_time: dict = field(default_factory=lambda: collections.defaultdict(lambda: [0, 0, [None, None]]))
+    """Per time: records, bytes, and the first and last write time of its Messages events (None: unknown)."""
+    written: list = field(default_factory=lambda: [None, None])
+    """The first and last write time of the part's events counted (None: unknown)."""
+    times: set = field(default_factory=set)
+    """Every time the part sent records at (also before ``--since-ts``): what its lag is measured in."""
 
 
-def _tally(cursor: PartCursor, stored_bytes: int | None, advance: Any) -> _PartTally:
+def _widen(span: list, ts: int | None) -> None:
+    """Stretch ``[first, last]`` write times to include ``ts``."""
+    if ts is not None:
+        span[0] = ts if span[0] is None else min(span[0], ts)
+        span[1] = ts if span[1] is None else max(span[1], ts)
+
+
+def _tally(cursor: PartCursor, stored_bytes: int | None, advance: Any, since_ts: int | None) -> _PartTally:
     tally = _PartTally(cursor.part, last_seq=cursor.first_seq - 1, stored_bytes=stored_bytes)
     for entry in cursor.read():
+        advance(1)
+        if isinstance(entry.event, Messages):
+            tally.times.add(entry.event.time)
+        if not written_within(entry.ts, since_ts, None):  # before --since-ts: counted for the lag only
+            continue
         tally.events += 1
+        _widen(tally.written, entry.ts)
         if isinstance(entry.event, Messages):
             n, b = entry.event.records.num_rows, entry.event.records.nbytes
             cell = tally.per_time[entry.event.time]
             cell[0] += n
             cell[1] += b
+            _widen(cell[2], entry.ts)
             tally.records += n
             tally.bytes += b
-        advance(1)
     tally.last_seq = cursor.last_seq
     tally.frontier = cursor.frontier
     tally.tail_problem = cursor.check_tail()
@@ -81,34 +100,41 @@ def _lags(tallies: list[_PartTally], times: list[Time]) -> tuple[dict[int, int],
 @click.argument("stream")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @limit_option("the last N times, and the N parts most behind")
-def stats(uri: str, stream: str, as_json: bool, limit: int) -> None:
+@ts_options
+def stats(uri: str, stream: str, as_json: bool, limit: int, since_ts: int | None, until_ts: int | None) -> None:
     """Per time: records and bytes (Arrow in-memory size of the records) of each part. Per part: events,
     records, bytes, frontier, and its lag: "seq behind" = events fewer than the longest part,
     "times behind" = captured times the most advanced part has completed but this part still holds.
     The stream's frontier is held back by the parts with the most times behind.
 
     The tables show the last --limit times (default 50) and, of many parts, those most behind; a last line
-    on stderr says how many rows were left out.
+    on stderr says how many rows were left out. Where the log records write times, each time shows when its
+    records were written (first and last). --since-ts counts only events written since then; --until-ts
+    shows the stream as it was then (frontiers and lag included).
 
     \b
     Example:
       replay stats /tmp/cap numbers
       replay stats /tmp/cap numbers --limit 0          # every time and part
       replay stats /tmp/cap numbers --json | jq '.parts[] | select(.times_behind > 0)'
+      replay stats /tmp/cap numbers --since-ts -1h     # what the last hour wrote
     """
+    check_window(since_ts, until_ts)
     log = open_uri(uri)
     header = stream_header(log, stream)
+    require_write_times(log, header, range(header.peers), since_ts, until_ts)
     tallies = []
     with progress("reading parts", total_events(log, header, range(header.peers))) as advance:
         for p in range(header.peers):
             st = log.part_stats(stream, p)
-            cursor = PartCursor(log, header, p, end=st.next_seq, isolation="uncommitted")  # what is stored
+            # every event is read (lag counts every time); --since-ts selects what is counted
+            cursor = PartCursor(log, header, p, end=st.next_seq, isolation="uncommitted", until_ts=until_ts)
             try:
-                tallies.append(_tally(cursor, st.bytes, advance))
+                tallies.append(_tally(cursor, st.bytes, advance, since_ts))
             finally:
                 cursor.close()
     times = sorted(set().union(*(t.per_time for t in tallies)))
-    seq_behind, times_behind = _lags(tallies, times)
+    seq_behind, times_behind = _lags(tallies, sorted(set().union(*(t.times for t in tallies))))
     frontier = merged_frontier(t.frontier for t in tallies)
     doc = {
         "stream": stream,
@@ -118,6 +144,7 @@ def stats(uri: str, stream: str, as_json: bool, limit: int) -> None:
                 "time": time_json(x),
                 "records": sum(t.per_time[x][0] for t in tallies if x in t.per_time),
                 "bytes": sum(t.per_time[x][1] for t in tallies if x in t.per_time),
+                **_written_json([t.per_time[x][2] for t in tallies if x in t.per_time]),
                 "parts": [{"part": t.part, "records": t.per_time[x][0], "bytes": t.per_time[x][1]}
                           for t in tallies if x in t.per_time],
             }
@@ -128,7 +155,7 @@ def stats(uri: str, stream: str, as_json: bool, limit: int) -> None:
                 "part": t.part, "events": t.events, "last_seq": t.last_seq, "records": t.records, "bytes": t.bytes,
                 "stored_bytes": t.stored_bytes, "frontier": frontier_json(t.frontier),
                 "finished": t.frontier.is_empty(), "seq_behind": seq_behind[t.part],
-                "times_behind": times_behind[t.part],
+                "times_behind": times_behind[t.part], **_written_json([t.written]),
             }
             for t in tallies
         ],
@@ -140,6 +167,14 @@ def stats(uri: str, stream: str, as_json: bool, limit: int) -> None:
     for t in tallies:
         if t.tail_problem:
             warn(f"part {t.part} ends in a torn tail: {t.tail_problem}")
+
+
+def _written_json(spans: list) -> dict[str, str | None]:
+    """``written_from``/``written_to``: the first and last write time of ``[first, last]`` spans (ISO-8601 UTC,
+    None when unknown)."""
+    firsts = [a for a, _ in spans if a is not None]
+    lasts = [b for _, b in spans if b is not None]
+    return {"written_from": ts_json(min(firsts, default=None)), "written_to": ts_json(max(lasts, default=None))}
 
 
 def _most_behind(parts: list[dict[str, Any]], limit: int) -> set[int]:
@@ -165,6 +200,10 @@ def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Ti
     else:
         for c in ("parts", "min/part", "max/part"):
             by_time.add_column(c, justify="right")
+    written = any(row["written_from"] for row in doc["times"])
+    if written:
+        by_time.add_column("written from")
+        by_time.add_column("written to")
     if cut_times:  # the rows left out come first
         by_time.add_row(*["…"] * len(by_time.columns), style="dim")
     for i in shown_times:
@@ -176,6 +215,8 @@ def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Ti
         else:
             counts = [t.per_time[x][0] if x in t.per_time else 0 for t in tallies]
             cells += [str(sum(1 for c in counts if c)), str(min(counts)), str(max(counts))]
+        if written:
+            cells += [row["written_from"] or "-", row["written_to"] or "-"]
         by_time.add_row(*cells)
     shown_parts = {p["part"] for p in doc["parts"]}
     if limit and len(doc["parts"]) > limit:
