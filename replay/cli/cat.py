@@ -225,6 +225,7 @@ def cat(uri: str, stream: str, part: int | None, since: Any, until: Any, since_t
       replay cat /tmp/cap numbers --part 2 --offset -5 --kind progress
       replay cat /tmp/cap numbers --since 3 --until 5 | jq -c '.record'
       replay cat /tmp/cap grid --since 1,0 --format csv > grid.csv
+      replay cat /tmp/cap numbers --since-ts -10m      # written in the last 10 minutes
     """
     _run(uri, stream, part, offset, since, until, max_rows, max_events, kind, fmt, binary, follow=False, interval=0,
          isolation=isolation, since_ts=since_ts, until_ts=until_ts)
@@ -249,6 +250,7 @@ def tail(uri: str, stream: str, part: int | None, since: Any, until: Any, since_
     Examples:
       replay tail /tmp/cap numbers -n 3
       replay tail -f /tmp/cap numbers --kind messages | jq -c '[.time, .record]'
+      replay tail /tmp/cap numbers -n 100 --since-ts 2026-11-25T10:00Z
     """
     offset = ("last", last) if last else ("end", 0)
     _run(uri, stream, part, offset, since, until, None, None, kind, fmt, binary, follow=follow, interval=interval,
