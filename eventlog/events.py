@@ -49,4 +49,4 @@ class Entry(NamedTuple):
     event: Event
     ts: int | None = None
     """When it was written, in milliseconds since the Unix epoch (the writer's clock), where the log records
-    it: Kafka (the record timestamp) and format 2.x file logs; None for older file segments and memory logs."""
+    it: Kafka (the record timestamp) and format 2.x file and memory logs; None for 1.x file segments."""
