@@ -1,13 +1,13 @@
 """A Spark standalone cluster for the tests, and a SparkSession on it.
 
-Test modules import the fixtures (``from tests._cluster import cluster_spark, spark_cluster  # noqa: F401``):
+Test modules load the fixtures with ``pytest_plugins = ["tests._cluster"]`` (one definition for the whole run):
 
 * ``spark_cluster`` — a master and two workers (4 cores, 1 GB each: 8 task slots) of the pyspark
   installation, on 127.0.0.1, started with ``tools/spark-cluster`` the first time a test asks for it and
   stopped (its folder deleted) at the end of the pytest session. Its ports are the first free block from
   17077 (master; web UI 18080; workers 17078/17079, web UIs 18081/18082) in steps of 10, or the block at
   ``$EVENTLOG_SPARK_PORT``; its folder is a fresh temporary one, so parallel test runs do not share a cluster.
-* ``cluster_spark`` — a SparkSession whose master is that cluster (driver on 127.0.0.1, executors 512 MB,
+* ``cluster_spark`` — (once every executor is registered: ``SLOTS`` task slots) a SparkSession whose master is that cluster (driver on 127.0.0.1, executors 512 MB,
   ``spark.default.parallelism`` 32 — far above the real cores, as on clusters where it is tuned for
   shuffles), with the ``eventlog`` data source registered and the project on the executors' PYTHONPATH
   (the shared disk). It is made once and shared by consecutive test modules that use it; after the last
@@ -61,6 +61,9 @@ def _ports(port: int) -> list[int]:
 class SparkCluster:
     """A standalone cluster driven through tools/spark-cluster: ``master_url``, ``run(...)``, ``kill_executor``."""
 
+    slots = SLOTS
+    """Task slots of the cluster's executors (2 workers x 4 cores)."""
+
     def __init__(self, port: int, data: str) -> None:
         self.port = port
         self.data = data
@@ -69,7 +72,7 @@ class SparkCluster:
     def run(self, *args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess:
         """Run ``tools/spark-cluster ARGS --port P --data D`` with this interpreter."""
         cmd = [sys.executable, TOOL, *args, "--port", str(self.port), "--data", self.data]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
         if check and proc.returncode != 0:
             said = (proc.stderr.strip() or proc.stdout.strip())[-2000:]
             raise ClusterToolError(f"{' '.join(cmd)} exited {proc.returncode}: {said}")
@@ -176,15 +179,22 @@ def wait_for_slots(session, slots: int = SLOTS, timeout: float = 90.0) -> None:
 def _next_item_uses_session(request) -> bool:
     items = request.session.items
     last = max((i for i, it in enumerate(items) if it.module is request.module), default=len(items))
-    return last + 1 < len(items) and "cluster_spark" in items[last + 1].fixturenames
+    return last + 1 < len(items) and "_cluster_session" in items[last + 1].fixturenames
 
 
 @pytest.fixture(scope="module")
-def cluster_spark(request, spark_cluster):
-    """A SparkSession on ``spark_cluster`` (see the module doc)."""
+def _cluster_session(request, spark_cluster):
     session = _shared.get("session")
     if session is None or session.sparkContext._jsc is None:
         session = _shared["session"] = _new_session(spark_cluster)
     yield session
     if not _next_item_uses_session(request):
         _stop_session()
+
+
+@pytest.fixture
+def cluster_spark(_cluster_session):
+    """A SparkSession on ``spark_cluster`` (see the module doc), once its executors offer every slot again
+    (a test before may have killed one)."""
+    wait_for_slots(_cluster_session)
+    return _cluster_session

@@ -17,12 +17,18 @@ import time
 import pyarrow as pa
 import pytest
 
-from runtime import Job, JobFailedError, LocationError, NotEnoughSlotsError, UnreachableLocationError
+from runtime import (
+    Job,
+    JobFailedError,
+    LocationError,
+    NotEnoughSlotsError,
+    UnreachableLocationError,
+)
 from runtime.spark import driver_addresses, spark_slots
-from tests._cluster import SLOTS, cluster_spark, spark_cluster, wait_for_slots  # noqa: F401 - fixtures
 from tests.runtime.pipelines import expected_counts, read_counts, wordcount_job
 
 pytestmark = pytest.mark.spark
+pytest_plugins = ["tests._cluster"]   # the cluster_spark and spark_cluster fixtures
 
 ITEMS = 200
 
@@ -35,7 +41,7 @@ class _Records(logging.Handler):
         self.records: list[logging.LogRecord] = []
         self._logger = logging.getLogger(name)
 
-    def __enter__(self) -> "_Records":
+    def __enter__(self) -> _Records:
         self._level = self._logger.level
         self._logger.setLevel(logging.INFO)
         self._logger.addHandler(self)
@@ -70,29 +76,26 @@ def _exchange(address: tuple[str, int], *lines: bytes) -> list[bytes]:
 
 
 def test_runtime_on_the_cluster_refuses_connections_without_the_job_secret(cluster_spark, tmp_path):
-    wait_for_slots(cluster_spark)
-    out = str(tmp_path / "out")
+    out, ck = str(tmp_path / "out"), tmp_path / "ck"
     forged = json.dumps({"task": "out.0", "gen": 1, "failed": "forged failure"}).encode() + b"\n"
     replies: dict[str, list[bytes]] = {}
     with _Records("runtime") as logs:
 
         def attack() -> None:
-            deadline = time.monotonic() + 60
-            while not logs.find("job master listening") and time.monotonic() < deadline:
-                time.sleep(0.01)
+            deadline = time.monotonic() + 120
+            while not list(ck.glob("secret/chk-*/_COMPLETE")) and time.monotonic() < deadline:
+                time.sleep(0.01)  # generation 1 runs: a forged failure of it would restart the job
             rec = logs.find("job master listening")[0]
             bound, address = tuple(rec.args[1:3]), tuple(rec.args[3:5])
             replies["bound"], replies["address"] = [repr(bound).encode()], [repr(address).encode()]
-            time.sleep(1.0)     # the tasks are running
             replies["none"] = _exchange(address, forged, forged)
             replies["wrong"] = _exchange(address, b'{"secret": "0123456789abcdef"}\n', forged)
             replies["garbage"] = _exchange(address, b"\x00\xff not json\n", forged)
 
         t = threading.Thread(target=attack, daemon=True)
         t.start()
-        result = _job("secret", out, delay=0.01).run(
-            cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"), checkpoint_interval=0.2,
-            timeout=180)
+        result = _job("secret", out, delay=0.005).run(
+            cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(ck), checkpoint_interval=0.2, timeout=180)
         t.join(30)
     # the driver binds spark.driver.bindAddress and advertises spark.driver.host (both 127.0.0.1 here)
     assert replies["bound"][0].startswith(b"('127.0.0.1',") and replies["address"][0].startswith(b"('127.0.0.1',")
@@ -110,7 +113,6 @@ def test_runtime_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluste
     """The executor JVM on worker 1 is SIGKILLed once the first checkpoint completed: its tasks' barrier stage
     fails with Spark's executor-lost reason, the driver waits for the replacement executor's slots and
     restarts from the checkpoint; the output equals the failure-free run's."""
-    wait_for_slots(cluster_spark)
     out, ck = str(tmp_path / "out"), tmp_path / "ck"
     killed: list[str] = []
 
@@ -135,10 +137,9 @@ def test_runtime_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluste
     assert read_counts(out) == expected_counts(items=ITEMS)
 
 
-def test_slots_are_the_live_executors_and_too_few_fail_after_a_bounded_wait(cluster_spark, tmp_path):
-    wait_for_slots(cluster_spark)
+def test_slots_are_the_live_executors_and_too_few_fail_after_a_bounded_wait(cluster_spark, spark_cluster, tmp_path):
     assert cluster_spark.sparkContext.defaultParallelism == 32   # spark.default.parallelism: not task slots
-    assert spark_slots(cluster_spark) == SLOTS
+    assert spark_slots(cluster_spark) == spark_cluster.slots == 8
     job = wordcount_job("toobig", str(tmp_path / "out"), items=20)   # 9 operator instances > 8 slots
     started = time.monotonic()
     with pytest.raises(NotEnoughSlotsError, match=r"9 operator instances, but after 1\.\d s the live executors "
@@ -202,7 +203,6 @@ def test_a_task_that_does_not_see_the_drivers_folder_fails_at_once(cluster_spark
     """``/proc/self/cwd/…`` is one absolute path that names another folder in every process: the driver's
     working directory (``tmp_path`` here) and each executor's own work folder — an executor that does not
     share the driver's disk."""
-    wait_for_slots(cluster_spark)
     monkeypatch.chdir(tmp_path)
     locations = {"checkpoints": str(tmp_path / "ck"), "channels": str(tmp_path / "ch")}
     locations[unshared] = "/proc/self/cwd/" + unshared
@@ -226,10 +226,9 @@ def _drivermod_source() -> str:
 def test_sparks_failure_reason_is_surfaced(cluster_spark, tmp_path, monkeypatch):
     """A job whose source function lives in a module only the driver can import (the environment was not
     shipped to the executors): the failure names the Python error the executors hit."""
-    wait_for_slots(cluster_spark)
     (tmp_path / "only_on_the_driver.py").write_text(_drivermod_source())
     monkeypatch.syspath_prepend(str(tmp_path))
-    from only_on_the_driver import lines  # noqa: PLC0415 - the module exists only now
+    from only_on_the_driver import lines  # the module exists only now
 
     job = Job("unshipped")
     src = job.from_generator(lines, parts=2, name="source")
