@@ -66,6 +66,9 @@ DEFAULT_AVRO_CODEC = "deflate"
 """The codec new 2.x Avro segments use unless the log chooses another: one every Avro reader has."""
 
 _ERRORS = (*_DECODE_ERRORS, zlib.error)
+_DEFLATE_LEVEL = 1
+"""zlib's fastest level: on capture-like rows it compresses about as well as the default (6) at a sixth of the
+time, which would otherwise be a fifth of the cost of writing an event."""
 
 
 def check_avro_codec(name: str) -> str:
@@ -119,13 +122,6 @@ def row_schema(header: StreamHeader) -> tuple[dict[str, Any], pa.Schema]:
 
 def _nullable(t: Any) -> Any:
     return t if t == "null" or (isinstance(t, list) and "null" in t) else ["null", t]
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
 
 
 class _RowScanner:
@@ -211,7 +207,7 @@ class _RowSegmentEncoder:
     def _compress(self, raw: bytes) -> bytes:
         name = self._codec.block_codec
         if name == "deflate":  # raw deflate (RFC 1951), as the Avro specification's deflate codec
-            c = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+            c = zlib.compressobj(_DEFLATE_LEVEL, zlib.DEFLATED, -15)
             return c.compress(raw) + c.flush()
         if name == "zstandard":
             assert self._zstd is not None
@@ -302,40 +298,25 @@ class AvroRowsCodec:
         """Columns whose Arrow type differs from the integer storage type Avro holds."""
         self.required = [i for i, f in enumerate(header.schema) if not f.nullable and not pa.types.is_null(f.type)]
         """Columns the stream schema declares non-nullable (their Avro field is nullable for Progress rows)."""
-        # Messages rows are written and read through "views" of the row schema with the same binary encoding:
-        # the fields after the data are one `fixed` holding their bytes, the same in every row of an event;
-        # written, a non-nullable field is its union's branch byte (a `fixed`) then its value (fastavro's
-        # union writer tries each branch in turn: costly per value)
-        taken = {*self._names}
-        self._branch_keys: dict[str, bytes] = {}
-        written: list[Any] = []
-        branch_defined = False
-        for i, f in enumerate(self._data_fields):
-            if i in self.required:
-                key = _fresh(f"_branch{i}", taken)
-                written.append({"name": key, "type": "Branch" if branch_defined else
-                                {"type": "fixed", "name": "Branch", "size": 1}})
-                self._branch_keys[key] = b"\x02"
-                branch_defined = True
-                written.append(dict(f, type=f["type"][1]))
-            else:
-                written.append(f)
-        self._meta_key = _fresh("_meta", taken)
-        self._written_fields = written
-        self._views: dict[tuple[bool, int], Any] = {}
+        # Messages rows are written and read through a "view" of the row schema with the same binary encoding:
+        # the fields after the data are one `fixed` holding their bytes, the same in every row of an event
+        # (fastavro writes and reads a union value several times slower than a `fixed` one)
+        self._meta_key = "_meta"
+        while self._meta_key in self._names:
+            self._meta_key += "_"
+        self._views: dict[int, Any] = {}
 
     # -- the row schema's views --------------------------------------------------------------------------
 
-    def _view(self, written: bool, meta_size: int) -> Any:
-        """The parsed schema of an array of Messages rows whose meta fields take ``meta_size`` bytes."""
-        key = (written, meta_size)
-        view = self._views.get(key)
+    def _view(self, meta_size: int) -> Any:
+        """The parsed schema of an array of Messages rows whose fields after the data take ``meta_size`` bytes."""
+        view = self._views.get(meta_size)
         if view is None:
-            if len(self._views) > 256:
+            if len(self._views) > 64:  # (a handful of sizes in practice: the varints of time, seq and ts)
                 self._views.clear()
-            fields = [*(self._written_fields if written else self._data_fields),
+            fields = [*self._data_fields,
                       {"name": self._meta_key, "type": {"type": "fixed", "name": "Meta", "size": meta_size}}]
-            view = self._views[key] = fastavro.parse_schema(
+            view = self._views[meta_size] = fastavro.parse_schema(
                 {"type": "array", "items": {"type": "record", "name": "Row", "namespace": "eventlog", "fields": fields}})
         return view
 
@@ -353,11 +334,11 @@ class AvroRowsCodec:
         time = list(event.time) if isinstance(event.time, tuple) else event.time
         meta = self._meta(time, seq, ts)
         rows = batch.to_pylist()
-        extra = {**self._branch_keys, self._meta_key: meta}
+        key = self._meta_key
         for r in rows:
-            r.update(extra)
+            r[key] = meta
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, self._view(True, len(meta)), rows)
+        fastavro.schemaless_writer(out, self._view(len(meta)), rows)
         data = out.getbuffer()
         count, pos = _read_long(data, 0)  # an array of rows is: its count, the rows, a 0
         if count != n or data[-1] != 0:
@@ -402,7 +383,7 @@ class AvroRowsCodec:
         meta = self._meta(t, seq, ts)
         framed = _long(rows) + raw + b"\x00"
         source = io.BytesIO(framed)
-        records = fastavro.schemaless_reader(source, self._view(False, len(meta)), None)
+        records = fastavro.schemaless_reader(source, self._view(len(meta)), None)
         if source.tell() != len(framed):
             raise ValueError(f"the block's rows end at byte {source.tell() - 1} of {len(raw)}")
         key = self._meta_key
