@@ -1,6 +1,7 @@
-"""Writes the golden logs in tests/golden/logs (run once; the files are committed and must never change).
+"""Writes the golden logs of a format version into tests/golden/logs-<version> (run once per version; the files
+are committed and must never change; tests/golden/logs holds format 1.0).
 
-    python tests/golden/make_golden_logs.py
+    python tests/golden/make_golden_logs.py 2.0
 
 The test ``tests/test_golden.py`` states the same content literally and reads these files with today's
 code, so a change to the format that would make old logs unreadable (or read differently) fails it.
@@ -62,11 +63,17 @@ def write_golden(log, enc: str) -> list[str]:  # noqa: ANN001 - any Log
     return [name, product]
 
 
-def main(root: str) -> None:
-    log = open_log(root)
+def main(root: str, version: str) -> None:
+    log = open_log(root, format=version)
     for enc in ("arrow", "avro"):
         write_golden(log, enc)
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "logs"))
+    # tests/golden/logs holds format 1.0 (written by the 1.0 code); this writes a new version's folder, once:
+    #     python tests/golden/make_golden_logs.py 2.0   ->   tests/golden/logs-2.0
+    version = sys.argv[1]
+    target = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"logs-{version}")
+    if os.path.exists(target):
+        sys.exit(f"{target} exists: golden logs never change")
+    main(target, version)
