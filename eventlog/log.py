@@ -174,7 +174,8 @@ class Log(abc.ABC):
 def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
     """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``,
     ``kafka://host:port/prefix``, or a ``pyarrow.fs`` URI (``s3://bucket/path``, …). File options: ``sync``
-    (``fsync``/``flush``/``none``), ``segment_bytes``, ``filesystem`` (a ``pyarrow.fs.FileSystem``). Kafka
+    (``fsync``/``flush``/``none``), ``segment_bytes``, ``filesystem`` (a ``pyarrow.fs.FileSystem``), ``format``
+    (``"2.0"``, or ``"1.2"`` for older readers) and ``avro_codec`` (``deflate``; ``zstandard``, ``null``). Kafka
     options: ``config`` (librdkafka settings), ``timeout``,
     ``replication_factor`` (see ``connectors.kafka``)."""
     if isinstance(uri, Path) or (isinstance(uri, os.PathLike)):
