@@ -63,23 +63,33 @@ class _ArrowSegmentEncoder:
     def encode(self, seq: int, event: Event) -> bytes:
         """One record-batch message holding ``event``; an event over the format's limits raises LimitError
         (nothing is returned, so nothing is written)."""
-        where = {"stream": self._codec.header.stream, "seq": seq}
-        if isinstance(event, Messages):
-            check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, **where)
-            meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode()}
-            body = self._messages.body(event.records, meta)
-        elif isinstance(event, Progress):
-            check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, **where)
-            meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode()}
-            body = self._progress.body(self._codec.empty_batch, meta)
-        else:
-            raise TypeError(f"not an event: {event!r}")
-        check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, **where)
-        try:  # what readers will check, so that every event written can be read
-            check_record_batch_message(memoryview(body))
-        except LogLimitError as e:
-            raise LimitError(e.reason, **where) from None  # type: ignore[arg-type]
-        return body
+        return encode_event(self._codec.header.stream, seq, event, self._messages, self._progress,
+                            self._codec.empty_batch)
+
+
+def encode_event(stream: str, seq: int, event: Event, messages: _BodyWriter, progress: _BodyWriter,
+                 empty: pa.RecordBatch, records: "pa.RecordBatch | None" = None, extra: "dict | None" = None) -> bytes:
+    """The record-batch message of ``event`` (format §4): ``records`` (default: the event's) through
+    ``messages``, or ``empty`` through ``progress``, with the event's custom metadata and ``extra`` keys. An
+    event over the format's limits raises LimitError (nothing is returned, so nothing is written)."""
+    where = {"stream": stream, "seq": seq}
+    if isinstance(event, Messages):
+        check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, **where)
+        meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode(), **(extra or {})}
+        body = messages.body(event.records if records is None else records, meta)
+    elif isinstance(event, Progress):
+        check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, **where)
+        meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode(),
+                **(extra or {})}
+        body = progress.body(empty, meta)
+    else:
+        raise TypeError(f"not an event: {event!r}")
+    check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, **where)
+    try:  # what readers will check, so that every event written can be read
+        check_record_batch_message(memoryview(body))
+    except LogLimitError as e:
+        raise LimitError(e.reason, **where) from None  # type: ignore[arg-type]
+    return body
 
 
 class _ArrowSegmentDecoder:

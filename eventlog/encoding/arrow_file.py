@@ -14,7 +14,6 @@ their time, sequence id and part. See FORMAT.md §3.4 and §4.1.
 
 from __future__ import annotations
 
-import json
 import time as _clock
 from typing import Mapping
 
@@ -23,13 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
-from ..events import Event, Messages, Progress
+from ..errors import CorruptLogError, SchemaMismatchError
+from ..events import Event, Messages
 from ..header import StreamHeader
-from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_UPDATES, check_limit
-from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter
+from .arrow import _TS, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
 from .ipc_file import LEADING_MAGIC, Block, block_of, footer
-from .ipc_message import check_record_batch_message
 
 META_COLUMNS = ("_time", "_seq")
 """The columns a 2.x Arrow file segment appends to the stream's records."""
@@ -93,25 +90,11 @@ class _FileSegmentEncoder:
         return pa.RecordBatch.from_arrays(cols, schema=self._schema)
 
     def encode(self, seq: int, event: Event) -> bytes:
-        """One record-batch message holding ``event``; an event over the format's limits raises LimitError
-        (nothing is returned, so nothing is written)."""
-        where = {"stream": self._codec.header.stream, "seq": seq}
-        ts = str(now_ms()).encode()
-        if isinstance(event, Messages):
-            check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, **where)
-            meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode(), _TS: ts}
-            body = self._messages.body(self._rows(event, seq), meta)
-        elif isinstance(event, Progress):
-            check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, **where)
-            meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode(), _TS: ts}
-            body = self._progress.body(self._empty, meta)
-        else:
-            raise TypeError(f"not an event: {event!r}")
-        check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, **where)
-        try:  # what readers will check, so that every event written can be read
-            check_record_batch_message(memoryview(body))
-        except LogLimitError as e:
-            raise LimitError(e.reason, **where) from None  # type: ignore[arg-type]
+        """One record-batch message holding ``event`` with its write time; an event over the format's limits
+        raises LimitError (nothing is returned, so nothing is written)."""
+        rows = self._rows(event, seq) if isinstance(event, Messages) else None
+        body = encode_event(self._codec.header.stream, seq, event, self._messages, self._progress, self._empty,
+                            rows, {_TS: str(now_ms()).encode()})
         self._blocks.append(block_of(body, self._offset))
         self._offset += len(body)
         return body

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from eventlog.antichain import Antichain
-from eventlog.events import Entry, Event, Messages
+from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartReader, PartStats
 from eventlog.time import Time
