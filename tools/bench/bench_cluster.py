@@ -128,13 +128,18 @@ def run_killed(spark, port: int, data: str, events: int, batch: int, keys: int) 
     commits = [float(line.split()[0]) for line in open(os.path.join(marks, "commits"))]
     shutil.rmtree(work, ignore_errors=True)
     k = killed[0]
-    after = sorted(c for c in commits if c > k + 0.05)
+    if len(result.generation_starts) < 2:
+        return {"restarts": result.restarts, "failure": "the job ended before the kill took effect", "detected": None,
+                "slot_wait": None, "restarted": None, "first_output": None}
+    # the second generation is submitted once its slots are there; output committed after that is its own
+    submitted = result.generation_starts[1] + result.slot_waits[1]
+    after = sorted(c for c in commits if c > submitted)
     return {
         "restarts": result.restarts,
-        "failure": result.failures[0] if result.failures else "",
-        "detected": result.failure_times[0] - k if result.failure_times else None,
-        "slot_wait": result.slot_waits[1] if len(result.slot_waits) > 1 else None,
-        "restarted": result.generation_starts[1] - k if len(result.generation_starts) > 1 else None,
+        "failure": result.failures[0],
+        "detected": result.failure_times[0] - k,
+        "slot_wait": result.slot_waits[1],
+        "restarted": submitted - k,
         "first_output": after[0] - k if after else None,
     }
 
@@ -227,10 +232,11 @@ def main() -> None:
         f"Recovery after SIGKILL of the executor JVM on worker 1 once the job committed its first output (runtime, "
         f"file channels, checkpoint every second, {2 * args.events:,} events):",
         "",
-        f"- failure noticed by the driver: {secs(kill['detected'])} after the kill ({kill['failure'][:160]})",
+        f"- failure noticed by the driver: {secs(kill['detected'])} after the kill "
+        f"({kill['failure'].split(' (Spark:')[0][:200]})",
         f"- waited for task slots (the replacement executor): {secs(kill['slot_wait'])}",
-        f"- next generation submitted: {secs(kill['restarted'])} after the kill",
-        f"- first output committed after the restart: {secs(kill['first_output'])} after the kill",
+        f"- next generation submitted (after that wait): {secs(kill['restarted'])} after the kill",
+        f"- first output the new generation committed: {secs(kill['first_output'])} after the kill",
         f"- restarts: {kill['restarts']}",
         "",
     ]
