@@ -134,6 +134,7 @@ def test_runtime_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluste
     assert "An error occurred while calling" not in first
     assert result.restored_from[1] is not None                                # from the checkpoint, not from scratch
     assert len(result.slot_waits) == result.generations
+    assert result.slot_waits[1] > 0       # the restart waited for the replacement executor, not NotEnoughSlotsError
     assert read_counts(out) == expected_counts(items=ITEMS)
 
 
