@@ -24,7 +24,7 @@ from runtime import (
     NotEnoughSlotsError,
     UnreachableLocationError,
 )
-from runtime.spark import driver_addresses, spark_slots
+from runtime.spark import driver_addresses, spark_failure_reason, spark_slots
 from tests.runtime.pipelines import expected_counts, read_counts, wordcount_job
 
 pytestmark = pytest.mark.spark
@@ -241,3 +241,34 @@ def test_sparks_failure_reason_is_surfaced(cluster_spark, tmp_path, monkeypatch)
     text = str(err.value)
     assert "ModuleNotFoundError: No module named 'only_on_the_driver'" in text, text
     assert "An error occurred while calling" not in text
+
+
+class _Py4JLike(Exception):
+    """What py4j raises: its text starts with "An error occurred while calling", the Java exception beside it."""
+
+    def __init__(self, java_text: str) -> None:
+        super().__init__(f"An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+                         f": {java_text}")
+        self.java_exception = type("Java", (), {"toString": lambda _self: java_text})()
+
+
+def test_spark_failure_reasons_of_recorded_messages():
+    lost = ("org.apache.spark.SparkException: Job aborted due to stage failure: Could not recover from a failed "
+            "barrier ResultStage. Most recent failure reason: Stage failed because barrier task ResultTask(0, 4) "
+            "finished unsuccessfully.\nExecutorLostFailure (executor 0 exited caused by one of the running tasks) "
+            "Reason: Command exited with code 137\nDriver stacktrace:\n\tat org.apache.spark.scheduler.DAGScheduler")
+    assert spark_failure_reason(_Py4JLike(lost)) == (
+        "ExecutorLostFailure (executor 0 exited caused by one of the running tasks) Reason: Command exited with code "
+        "137 (Spark: Could not recover from a failed barrier ResultStage. Most recent failure reason: Stage failed "
+        "because barrier task ResultTask(0, 4) finished unsuccessfully.)")
+    python = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 3.0 failed 4 times\n"
+              "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+              '  File "/x/pyspark/worker.py", line 1, in main\n    func = read()\n'
+              "ValueError: first\n\nDuring handling of the above exception, another exception occurred:\n\n"
+              "Traceback (most recent call last):\n"
+              '  File "/x/mod.py", line 2, in f\n'
+              "runtime.errors.TaskFailedError: task count.1 failed: boom\n\n"
+              "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+              "\t... 12 more\nDriver stacktrace:\n\tat x")
+    assert spark_failure_reason(_Py4JLike(python)) == (
+        "TaskFailedError: task count.1 failed: boom (Spark: Task 1 in stage 3.0 failed 4 times)")
