@@ -66,7 +66,7 @@ def _check_path(kind: str, uri: str, on_spark: bool) -> None:
                                  "absolute path (or file:///abs/path) on a disk every executor shares with the driver")
 
 
-def check_locations(plan: "Plan", *, channels: str, checkpoints: str, on_spark: bool) -> None:
+def check_locations(plan: Plan, *, channels: str, checkpoints: str, on_spark: bool) -> None:
     """Raise ``LocationError`` for a checkpoint, channel, input or output location the run cannot use (see
     the module doc); ``on_spark``: tasks run in Spark's processes rather than this one."""
     for kind, uri in (("checkpoint", checkpoints), ("channel", channels)):
