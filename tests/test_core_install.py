@@ -33,6 +33,10 @@ CORE = {"pyarrow", "fastavro", "zstandard", "numpy", "click", "rich", "isal"}
 
 
 def _run(cmd: list[str], *, cwd: Path | None = None, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run ``cmd`` without PYTHONPATH/PYTHONHOME: earlier tests of the session (Spark's workers) point
+    PYTHONPATH at the working tree, whose ``eventlog.egg-info`` would make pip see the core as installed and
+    the new environment import the tree instead of the wheel."""
+    kw.setdefault("env", {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
