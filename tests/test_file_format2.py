@@ -482,3 +482,15 @@ def test_readers_give_each_event_s_write_time_where_the_log_records_it(tmp_path,
         assert stamps == [None] * 7  # 1.x segments do not record it
     else:
         assert stamps == sorted(stamps) and before - 5 <= stamps[0] and stamps[-1] <= after + 5
+
+
+def test_the_cli_names_a_2_0_stream_or_part_folder_passed_as_a_log(tmp_path):
+    from click.testing import CliRunner
+
+    from replay.cli import main
+
+    capture(str(tmp_path), peers=2)
+    r = CliRunner().invoke(main, ["cat", part_dir(str(tmp_path), 1), "s"])
+    assert r.exit_code == 2 and "is the folder of part 1 of stream 's'" in r.output
+    r = CliRunner().invoke(main, ["ls", str(tmp_path / "s")])
+    assert r.exit_code == 2 and "is the folder of stream 's'" in r.output

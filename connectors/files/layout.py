@@ -11,7 +11,6 @@ id, and the index beside each segment — for each major version of the format.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from .storage import Storage
@@ -122,26 +121,9 @@ def layout_for(version: tuple[int, int]) -> Layout:
     return LAYOUTS[version[0]]
 
 
-# 1.x names, kept for callers that only know that layout
-HEADER_FILE = LAYOUT_1.header_file
-INDEX_SUFFIX = LAYOUT_1.index_suffix
-
-
-def part_dir_name(part: int) -> str:
-    """The folder name of a part in a 1.x stream."""
-    return LAYOUT_1.part_dir(part)
-
-
-def segment_name(first_seq: int) -> str:
-    """The file stem of the segment whose first event is ``first_seq``."""
-    return f"{first_seq:020d}"
-
-
-def list_firsts(st: Storage, part_dir: str, suffix: str) -> list[int]:
-    """First sequence ids of the files ``<20 digits><suffix>`` in ``part_dir``, ascending (1.x names)."""
-    out = []
-    for name in st.list_dir(part_dir):
-        stem, ext = os.path.splitext(name)
-        if ext == suffix and stem.isdigit() and len(stem) == 20:
-            out.append(int(stem))
-    return sorted(out)
+def part_number(name: str) -> int | None:
+    """The part number of a part folder name of any layout (``part-00003``, ``part=3``), else None."""
+    for layout in LAYOUTS.values():
+        if (n := layout.part_of(name)) is not None:
+            return n
+    return None

@@ -28,7 +28,7 @@ from eventlog.log import Log, PartStats, check_sync_mode
 from . import index as ix
 from .framing import Malformed
 from .codec import file_codec
-from .layout import HEADER_FILES, LAYOUTS, layout_for, part_dir_name, segment_name
+from .layout import HEADER_FILES, LAYOUTS, layout_for
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
 from .storage import ArrowFsStorage, LocalStorage, Storage
@@ -284,5 +284,4 @@ def _parse_format(value: "str | tuple[int, int]") -> tuple[int, int]:
     return version  # type: ignore[return-value]
 
 
-__all__ = ["DEFAULT_SEGMENT_BYTES", "FILE_FORMAT_VERSION", "FileLog", "FilePartReader", "FilePartWriter", "Recovery", "part_dir_name",
-           "segment_name"]
+__all__ = ["DEFAULT_SEGMENT_BYTES", "FILE_FORMAT_VERSION", "FileLog", "FilePartReader", "FilePartWriter", "Recovery"]

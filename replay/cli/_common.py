@@ -11,7 +11,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import stat
 import sys
 from typing import Any, Callable, Iterable, Iterator
@@ -20,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import click
 from rich.console import Console
 
+from connectors.files.layout import HEADER_FILES, part_number
 from eventlog.antichain import Antichain
 from eventlog.errors import EventLogError, InvalidTimeError, InvalidURIError, StreamNotFoundError
 from eventlog.header import StreamHeader
@@ -122,9 +122,6 @@ def local_path(uri: str) -> str | None:
     return None
 
 
-_HEADER_FILES = ("_header.json", "header.json")  # format 2.x, 1.x (connectors/files/layout.py)
-_HEADER_FILE = "_header.json"
-_PART_DIR = re.compile(r"^part(?:-(\d{5})|=(0|[1-9]\d*))$")
 
 
 def _command_name() -> str:
@@ -133,7 +130,7 @@ def _command_name() -> str:
 
 
 def _is_stream_folder(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, h)) for h in _HEADER_FILES)
+    return any(os.path.isfile(os.path.join(path, h)) for h in HEADER_FILES)
 
 
 def _looks_like_stream_folder(path: str) -> bool:
@@ -141,7 +138,7 @@ def _looks_like_stream_folder(path: str) -> bool:
     if _is_stream_folder(path):
         return True
     try:
-        return os.path.isdir(path) and any(_PART_DIR.match(n) for n in os.listdir(path))
+        return os.path.isdir(path) and any(part_number(n) is not None for n in os.listdir(path))
     except OSError:
         return False
 
@@ -157,10 +154,10 @@ def not_a_log(path: str, *, must_be_log: bool = True) -> str | None:
     if _is_stream_folder(norm):
         return (f"{path} is the folder of stream {name!r}, not a log; pass its log and the stream name: "
                 f"{cmd} {parent} {name}")
-    m = _PART_DIR.match(name)
-    if m and _is_stream_folder(parent):
+    number = part_number(name)
+    if number is not None and _is_stream_folder(parent):
         root, stream = os.path.split(parent)
-        return (f"{path} is the folder of part {int(m.group(1) or m.group(2))} of stream {stream!r}, not a log; pass its log "
+        return (f"{path} is the folder of part {number} of stream {stream!r}, not a log; pass its log "
                 f"and the stream name: {cmd} {root} {stream}")
     if not must_be_log:
         return None
@@ -169,7 +166,7 @@ def not_a_log(path: str, *, must_be_log: bool = True) -> str | None:
     except OSError:
         return None  # reading it reports the error
     if names and not any(_looks_like_stream_folder(os.path.join(norm, n)) for n in names):
-        return (f"{path} is not a log: it holds no stream folder (<stream>/{_HEADER_FILE}); pass the folder "
+        return (f"{path} is not a log: it holds no stream folder (<stream>/{HEADER_FILES[0]}); pass the folder "
                 "that holds the stream folders")
     return None
 

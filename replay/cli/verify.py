@@ -22,7 +22,7 @@ from rich.text import Text
 
 from connectors.files import FileLog
 from connectors.files import index as ix
-from connectors.files.layout import HEADER_FILES, LAYOUTS, layout_for
+from connectors.files.layout import HEADER_FILES, LAYOUTS, layout_for, part_number
 from connectors.memory import MemoryLog
 from eventlog.antichain import Antichain
 from eventlog.errors import CorruptLogError, EventLogError, ProgressError, SequenceError
@@ -361,12 +361,6 @@ def _header_problem(log: Log, stream: str, e: Exception) -> Problem:
     return Problem("header", f"cannot read the stream header: {reason}", stream, path=path)
 
 
-def _part_number(name: str) -> int | None:
-    """The part number of a part folder name of any layout (``part-00003``, ``part=3``)."""
-    for layout in LAYOUTS.values():
-        if (n := layout.part_of(name)) is not None:
-            return n
-    return None
 
 
 def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: bool) -> list[Problem]:
@@ -403,7 +397,7 @@ def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: b
                     problems.append(Problem("layout", f"part folder beyond the stream's {header.peers} peers",
                                             stream, number, path=path))
             elif number is None and name != layout.header_file and not name.endswith(".tmp"):
-                what = ("a part folder of another format version" if _part_number(name) is not None
+                what = ("a part folder of another format version" if part_number(name) is not None
                         else "unexpected file")
                 problems.append(Problem("layout", f"{what} in the stream folder", stream, path=path))
         for part in range(header.peers):
@@ -413,7 +407,7 @@ def layout_problems(log: FileLog, headers: dict[str, StreamHeader], whole_log: b
 
 def _has_parts(d: str) -> bool:
     try:
-        return os.path.isdir(d) and any(_part_number(x) is not None for x in os.listdir(d))
+        return os.path.isdir(d) and any(part_number(x) is not None for x in os.listdir(d))
     except OSError:
         return False
 
