@@ -408,7 +408,7 @@ class FilePartWriter(PartWriter):
             return
         self._seg = None
         seg.data.write(seg.encoder.suffix)
-        if self._sync_mode == "fsync" or self._layout.seals:  # 2.x: a sealed name promises a whole footer
+        if self._sync_mode == "fsync":  # before the rename: a sealed name promises a whole footer (OS crashes too)
             seg.data.fsync()
             seg.index.fsync()
         # both files are closed (their bytes handed to the OS) before a next segment is created: a reader

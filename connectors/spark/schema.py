@@ -19,6 +19,7 @@ from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, Str
 
 from eventlog.errors import SchemaMismatchError
 from eventlog.header import StreamHeader
+from eventlog.records import constant_column, time_column
 from eventlog.time import Time, TimeType
 
 META_COLUMNS = ("_time", "_part", "_seq")
@@ -76,9 +77,9 @@ def with_log_columns(records: pa.RecordBatch, time: Time, part: int, seq: int, s
     (the Arrow form of the DataFrame's schema). Columns are picked by name, so ``schema`` may order them."""
     n = records.num_rows
     extra = {
-        "_time": pa.repeat(pa.scalar(time if isinstance(time, int) else list(time), schema.field("_time").type), n),
-        "_part": pa.repeat(pa.scalar(part, pa.int32()), n),
-        "_seq": pa.repeat(pa.scalar(seq, pa.int64()), n),
+        "_time": time_column(time, n),
+        "_part": constant_column(part, n, pa.int32()),
+        "_seq": constant_column(seq, n),
     }
     names = records.schema.names
     columns = []

@@ -25,6 +25,7 @@ import pyarrow.ipc as ipc
 from ..errors import CorruptLogError, SchemaMismatchError
 from ..events import Event, Messages
 from ..header import StreamHeader
+from ..records import constant_column, time_column
 from .arrow import _TS, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
 from .ipc_file import LEADING_MAGIC, Block, block_of, footer
 
@@ -79,14 +80,7 @@ class _FileSegmentEncoder:
     def _rows(self, event: Messages, seq: int) -> pa.RecordBatch:
         records = event.records
         n = records.num_rows
-        time = event.time
-        if isinstance(time, tuple):
-            k = len(time)
-            values = pa.array(np.tile(np.asarray(time, dtype=np.int64), n), pa.int64())
-            time_col = pa.ListArray.from_arrays(pa.array(np.arange(0, (n + 1) * k, k, dtype=np.int32)), values)
-        else:
-            time_col = pa.repeat(pa.scalar(time, pa.int64()), n)
-        cols = list(records.columns) + [time_col, pa.repeat(pa.scalar(seq, pa.int64()), n)]
+        cols = list(records.columns) + [time_column(event.time, n), constant_column(seq, n)]
         return pa.RecordBatch.from_arrays(cols, schema=self._schema)
 
     def encode(self, seq: int, event: Event) -> bytes:
