@@ -22,7 +22,7 @@ from connectors.files.storage import LocalStorage
 from eventlog import CorruptLogError, EventLogError, SchemaMismatchError, StreamHeader, open_log
 from eventlog.encoding.ipc_file import Block, footer
 from replay import Replayer, copy
-from tests.test_file_trust import _Crash, deadline, same
+from tests.test_file_trust import _cases, _Crash, damaged_copy, deadline, same
 
 SCHEMA = pa.schema([("x", pa.int64()), ("s", pa.string())])
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "logs")
@@ -378,12 +378,6 @@ def test_columns_that_disagree_with_the_event_are_a_corrupt_log_error(tmp_path, 
     assert e.value.seq == 1 and e.value.path.endswith("00000000000000000001.arrow")
 
 
-def _cases(n: int, rng: random.Random, must: list[int], budget: int) -> list[int]:
-    picks = {o for o in must if 0 <= o < n}
-    picks.update(rng.sample(range(n), min(n, max(0, budget - len(picks)))))
-    return sorted(picks)
-
-
 def test_every_flip_and_truncation_gives_the_events_or_a_typed_error(tmp_path):
     """Single-byte changes and truncations of each file of a two-segment 2.0 part (the magic, the schema
     message, event starts, the footer, index entries): readers return the events as written (fewer when the
@@ -423,15 +417,7 @@ def test_every_flip_and_truncation_gives_the_events_or_a_typed_error(tmp_path):
             must = [0, 5, 8, 12, 16, eos, eos + 4, eos + 8, eos + 12, (eos + len(data)) // 2, *range(len(data) - 10, len(data), 2)]
         for mode in ("flip", "truncate"):
             for off in _cases(len(data), rng, must if mode == "flip" else must[::4], 14):
-                shutil.rmtree(root, ignore_errors=True)
-                shutil.copytree(base, root)
-                target = os.path.join(root, name)
-                if mode == "flip":
-                    changed = bytearray(data)
-                    changed[off] ^= rng.choice((0x01, 0x80, 0xFF, 0x10))
-                    open(target, "wb").write(bytes(changed))
-                else:
-                    open(target, "wb").write(data[:off])
+                damaged_copy(base, root, name, data, mode, off, rng)
                 short = mode == "truncate" and newest
                 before = outcome(short)
                 snapshot = {p: open(p, "rb").read() for p in files(root)}
