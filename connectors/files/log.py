@@ -31,7 +31,7 @@ from .codec import file_codec
 from .layout import HEADER_FILES, LAYOUTS, layout_for
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
-from .storage import ArrowFsStorage, LocalStorage, Storage
+from .storage import ArrowFsStorage, LocalStorage, S3Storage, Storage
 from .writer import FilePartWriter, Recovery
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
@@ -70,6 +70,8 @@ class FileLog(Log):
         elif filesystem is None or isinstance(filesystem, pafs.LocalFileSystem):
             root = os.path.abspath(root)
             self._st = LocalStorage()
+        elif isinstance(filesystem, pafs.S3FileSystem):
+            self._st = S3Storage(filesystem)
         else:
             self._st = ArrowFsStorage(filesystem)
         self.root = root
@@ -176,16 +178,12 @@ class FileLog(Log):
         segs = layout.list_segments(self._st, d, header.encoding)
         if not segs:
             return PartStats(1, 1, 0, 0)
+        sizes = self._st.file_sizes(d)
         size = 0
         for first in segs:
             for name in dict.fromkeys((layout.sealed_name(first, header.encoding), layout.open_name(first, header.encoding),
                                        layout.index_name(first))):
-                try:
-                    f = self._st.open_read(self._st.join(d, name))
-                except FileNotFoundError:
-                    continue
-                size += f.size()
-                f.close()
+                size += sizes.get(name, 0)
         try:
             files = SegmentFiles(self._st, d, segs[-1], layout, header.encoding, stream=stream, part=part)
         except FileNotFoundError:  # removed since listed: a writer dropped an empty segment

@@ -1,7 +1,13 @@
-"""Where the file log's bytes live: the local disk, any ``pyarrow.fs`` filesystem, or process memory.
+"""Where the file log's bytes live: the local disk, S3, any other ``pyarrow.fs`` filesystem, or process memory.
 
 The file log needs few operations: list a folder, create a file exclusively, append to a file it created,
 read byte ranges, truncate (to cut a torn tail), fsync, and an exclusive writer lock per part.
+
+Object stores (S3 and every ``pyarrow.fs`` filesystem but the local one; ``Storage.objects``) cannot append
+and show a file only once its writer closed it, so the file log writes there in whole files: a writer keeps
+its open segment in memory and puts it, sealed, at each ``sync`` (FORMAT.md §3.5). ``create_exclusive`` is
+the fence between writers of one part: on S3 a conditional write (``If-None-Match: *``), which exactly one of
+two writers racing for a name wins.
 """
 
 from __future__ import annotations
@@ -41,7 +47,13 @@ class ReadFile(Protocol):
 class Storage(Protocol):
     """The operations the file log needs from a filesystem."""
 
+    objects: bool
+    """Files are written whole (an object store): no appends, nothing visible before it is complete."""
+
     def list_dir(self, path: str) -> list[str]: ...
+    def file_sizes(self, path: str) -> dict[str, int]:
+        """Name -> size of the files in folder ``path`` (empty when it does not exist), from one listing."""
+        ...
     def exists(self, path: str) -> bool: ...
     def mtime(self, path: str) -> float | None:
         """When ``path`` was last modified (seconds since the epoch); None where the storage does not keep it.
@@ -51,7 +63,10 @@ class Storage(Protocol):
     def read_file(self, path: str, limit: int | None = None) -> bytes:
         """The bytes of ``path``; at most ``limit`` of them when given (the rest is not read)."""
         ...
-    def create_exclusive(self, path: str, data: bytes) -> bool: ...
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` unless it exists (then False, changing nothing), atomically: of two
+        callers racing for one name exactly one wins, and readers see the whole file or none."""
+        ...
     def write_file(self, path: str, data: bytes) -> None:
         """Replace (or create) ``path`` with ``data`` atomically: a crash leaves the old or the new content."""
         ...
@@ -126,6 +141,8 @@ class _LocalRead:
 class LocalStorage:
     """The local disk through ``os``: real appends, fsync, truncate and ``flock`` writer locks."""
 
+    objects = False
+
     def join(self, *parts: str) -> str:
         return os.path.join(*parts)
 
@@ -134,6 +151,20 @@ class LocalStorage:
             return sorted(os.listdir(path))
         except FileNotFoundError:
             return []
+
+    def file_sizes(self, path: str) -> dict[str, int]:
+        out = {}
+        try:
+            with os.scandir(path) as it:
+                for e in it:
+                    try:
+                        if e.is_file():
+                            out[e.name] = e.stat().st_size
+                    except FileNotFoundError:
+                        continue
+        except FileNotFoundError:
+            pass
+        return out
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -252,32 +283,47 @@ class _ArrowAppend:
         self._out.close()
 
 
+_WHOLE_READ = 64 << 20
+"""Objects up to this size are fetched in one request when opened; larger ones are read by ranges."""
+
+
 class _ArrowRead:
+    """An object as it was when opened (objects are written whole and never grow): fetched at once when it is
+    small, else read by ranged requests."""
+
     def __init__(self, fs: pafs.FileSystem, path: str) -> None:
-        self._fs, self._path = fs, path
         self._f = fs.open_input_file(path)
+        self._size = self._f.size()
+        self._buf: pa.Buffer | None = None
 
     def size(self) -> int:
-        return self._fs.get_file_info(self._path).size
+        return self._size
 
     def read_at(self, offset: int, length: int) -> bytes:
-        size = self.size()
-        if size != self._f.size():  # the file grew: reopen to see the new bytes
-            self._f.close()
-            self._f = self._fs.open_input_file(self._path)
-        return self._f.read_at(max(0, min(length, size - offset)), offset)
+        length = max(0, min(length, self._size - offset))
+        if self._buf is None and self._size <= _WHOLE_READ:  # one request for the whole object on first use
+            self._buf = self._f.read_buffer()
+        if self._buf is not None:
+            return self._buf[offset:offset + length].to_pybytes()
+        return self._f.read_at(length, offset)
 
     def map(self) -> pa.Buffer:
-        with self._fs.open_input_file(self._path) as f:
-            return f.read_buffer()
+        if self._buf is None:
+            self._buf = self._f.read_at(self._size, 0)
+        return self._buf
 
     def close(self) -> None:
         self._f.close()
+        self._buf = None
 
 
 class ArrowFsStorage:
-    """Any ``pyarrow.fs.FileSystem`` (S3, GCS, HDFS, …). No writer lock and no fsync: a segment becomes
-    durable and visible when its writer closes it; a torn tail is cut by rewriting the file."""
+    """Any ``pyarrow.fs.FileSystem`` (GCS, HDFS, Azure, …; S3 has ``S3Storage``), used as an object store:
+    files are written whole, no writer lock, no fsync (a file is durable once closed). ``create_exclusive``
+    checks and then writes: it fences writers only where the filesystem has no conditional write (use S3, or one
+    writer per part)."""
+
+    objects = True
 
     def __init__(self, fs: pafs.FileSystem) -> None:
         self.fs = fs
@@ -291,6 +337,13 @@ class ArrowFsStorage:
         except FileNotFoundError:
             return []
         return sorted(i.base_name for i in infos)
+
+    def file_sizes(self, path: str) -> dict[str, int]:
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        except FileNotFoundError:
+            return {}
+        return {i.base_name: i.size for i in infos if i.type == pafs.FileType.File}
 
     def exists(self, path: str) -> bool:
         return self.fs.get_file_info(path).type != pafs.FileType.NotFound
@@ -360,6 +413,68 @@ class ArrowFsStorage:
         pass
 
 
+class S3Storage(ArrowFsStorage):
+    """S3 and S3-compatible stores: listings and reads through pyarrow's ``S3FileSystem``, exclusive creates as
+    conditional writes (``PutObject`` with ``If-None-Match: *``, through boto3: the ``s3`` extra), so that of
+    writers racing for one segment or header exactly one wins. The client uses the filesystem's endpoint,
+    region and keys, else the standard AWS settings (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, …)."""
+
+    _RETRIES = 5
+
+    def __init__(self, fs: pafs.S3FileSystem) -> None:
+        super().__init__(fs)
+        self._client: object | None = None
+
+    def __getstate__(self) -> dict:
+        return {"fs": self.fs}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["fs"])
+
+    def _s3(self):  # noqa: ANN202 - a boto3 client
+        if self._client is None:
+            from eventlog._extras import require
+
+            boto3 = require("boto3", "s3", "writing logs to S3 (conditional writes)")
+            botocore_config = require("botocore.config", "s3", "writing logs to S3 (conditional writes)")
+            opts = self.fs.__reduce__()[1][0]
+            endpoint = opts.get("endpoint_override") or None
+            if endpoint and "://" not in endpoint:
+                endpoint = f"{opts.get('scheme') or 'https'}://{endpoint}"
+            kwargs: dict = {"config": botocore_config.Config(retries={"max_attempts": 5, "mode": "standard"})}
+            if endpoint:
+                kwargs["endpoint_url"] = endpoint
+            region = getattr(self.fs, "region", None) or opts.get("region")
+            if region:
+                kwargs["region_name"] = region
+            if opts.get("access_key"):
+                kwargs.update(aws_access_key_id=opts["access_key"], aws_secret_access_key=opts.get("secret_key"),
+                              aws_session_token=opts.get("session_token") or None)
+            self._client = boto3.client("s3", **kwargs)
+        return self._client
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        import time
+
+        bucket, _, key = path.partition("/")
+        client = self._s3()
+        for attempt in range(self._RETRIES):
+            try:
+                client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                return True
+            except client.exceptions.ClientError as e:
+                code = e.response.get("Error", {}).get("Code", "")
+                status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if code == "PreconditionFailed" or status == 412:
+                    return False
+                if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < self._RETRIES:
+                    time.sleep(0.05 * 2 ** attempt)  # another conditional write to this key is in flight
+                    continue
+                raise OSError(f"S3 PutObject s3://{path} failed: {code or status}: "
+                              f"{e.response.get('Error', {}).get('Message', e)}") from None
+        return False
+
+
 # -- process memory ----------------------------------------------------------------------------------------
 
 
@@ -398,9 +513,11 @@ class _MemRead:
 
 
 class MemoryStorage:
-    """Files as bytearrays in a dict: the same log code, in one process, for tests and local pipelines."""
+    """Files as bytearrays in a dict: the same log code, in one process, for tests and local pipelines.
+    ``objects=True`` makes it behave as an object store for the writer (whole files, sealed at every sync)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, objects: bool = False) -> None:
+        self.objects = objects
         self._files: dict[str, bytearray] = {}
         self._dirs: set[str] = {""}
         self._locks: set[str] = set()
@@ -413,6 +530,11 @@ class MemoryStorage:
         prefix = f"{path}/" if path else ""
         names = {p[len(prefix) :].split("/", 1)[0] for p in (*self._files, *self._dirs) if p.startswith(prefix) and p != path}
         return sorted(n for n in names if n)
+
+    def file_sizes(self, path: str) -> dict[str, int]:
+        prefix = f"{path}/" if path else ""
+        return {p[len(prefix):]: len(b) for p, b in list(self._files.items())
+                if p.startswith(prefix) and "/" not in p[len(prefix):]}
 
     def exists(self, path: str) -> bool:
         return path in self._files or path in self._dirs

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder
 from eventlog.encoding.ipc_file import Block, footer
-from eventlog.errors import CorruptLogError, EventLogError, SequenceError
+from eventlog.errors import CorruptLogError, EventLogError, SequenceError, WriterFencedError
 from eventlog.events import Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartWriter
@@ -57,6 +57,25 @@ class Recovery:
     """Whole events the index did not list (or listed in a damaged entry) that were added to it."""
 
 
+class _Buffer:
+    """A segment file kept in memory until it is put whole (object stores)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def flush(self) -> None:
+        pass
+
+    def fsync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass
 class _OpenSegment:
     first_seq: int
@@ -85,6 +104,8 @@ class FilePartWriter(PartWriter):
         self._lock = self._st.lock(self._st.join(self._dir, LOCK_FILE))
         self._seg: _OpenSegment | None = None
         self._closed = False
+        self._failed: EventLogError | None = None
+        """Why this writer can append nothing more (a segment it could not put, or a writer that fenced it)."""
         self.recovery: Recovery | None = None
         try:
             self._next_seq = self._recover()
@@ -380,8 +401,13 @@ class FilePartWriter(PartWriter):
         enc = self._codec.new_segment(dict(self.mark.items()), part=self.part)
         path = self._open_path(first_seq)
         if self._layout.seals and self._st.exists(self._sealed_path(first_seq)):
-            raise SequenceError("a segment starting at this seq already exists (another writer?)",
-                                stream=self.stream, part=self.part, seq=first_seq, path=self._sealed_path(first_seq))
+            raise self._fenced(first_seq)
+        if self._st.objects:  # written whole when sealed (FORMAT.md §3.5): nothing is created before
+            data, index = _Buffer(), _Buffer()
+            data.write(enc.prefix)
+            index.write(ix.pack_header(first_seq))
+            self._seg = _OpenSegment(first_seq, enc, data, index, len(enc.prefix))
+            return
         try:
             data = self._st.create(path)
         except FileExistsError:
@@ -408,6 +434,9 @@ class FilePartWriter(PartWriter):
             return
         self._seg = None
         seg.data.write(seg.encoder.suffix)
+        if self._st.objects:
+            self._put(seg)
+            return
         if self._sync_mode == "fsync":  # before the rename: a sealed name promises a whole footer (OS crashes too)
             seg.data.fsync()
             seg.index.fsync()
@@ -418,9 +447,40 @@ class FilePartWriter(PartWriter):
         if self._layout.seals:
             self._st.rename(self._open_path(seg.first_seq), self._sealed_path(seg.first_seq))
 
-    def append(self, event: Event) -> int:
+    def _fenced(self, first_seq: int) -> WriterFencedError:
+        path = self._sealed_path(first_seq)
+        return WriterFencedError(f"another writer wrote the segment starting at seq {first_seq} of this part first; "
+                                 f"this writer can append nothing more (its events since its last sync are not in "
+                                 f"the log)", stream=self.stream, part=self.part, seq=first_seq, path=path)
+
+    def _put(self, seg: _OpenSegment) -> None:
+        """Put a sealed segment (then its index) on an object store; the conditional create of the segment is
+        where a writer learns that another one wrote this seq first (it is then fenced)."""
+        assert isinstance(seg.data, _Buffer) and isinstance(seg.index, _Buffer)
+        path = self._sealed_path(seg.first_seq)
+        try:
+            won = self._st.create_exclusive(path, bytes(seg.data.data))
+        except OSError as e:
+            self._failed = io_error(e, stream=self.stream, part=self.part)
+            raise self._failed from None
+        if not won:
+            self._failed = self._fenced(seg.first_seq)
+            raise self._failed
+        try:  # the segment is the truth: a missing index is rebuilt by the next writer, read around by readers
+            self._st.write_file(self._index_path(seg.first_seq), bytes(seg.index.data))
+        except OSError as e:
+            self._failed = io_error(e, stream=self.stream, part=self.part)
+            raise self._failed from None
+
+    def _check_usable(self) -> None:
         if self._closed:
             raise EventLogError("writer is closed", stream=self.stream, part=self.part)
+        if self._failed is not None:
+            raise EventLogError(f"writer failed earlier and can append nothing more (open a new one): {self._failed}",
+                                stream=self.stream, part=self.part)
+
+    def append(self, event: Event) -> int:
+        self._check_usable()
         seq = self._next_seq
         if self._seg is not None and self._seg.size >= self._log.segment_bytes:
             self._close_segment()
@@ -439,8 +499,13 @@ class FilePartWriter(PartWriter):
         return seq
 
     def sync(self) -> None:
+        if self._failed is not None:
+            self._check_usable()
         seg = self._seg
         if seg is None or self._sync_mode == "none" or not seg.dirty:
+            return
+        if self._st.objects:  # seal the segment: the object is durable and visible once put
+            self._close_segment()
             return
         seg.dirty = False
         if self._sync_mode == "fsync":
@@ -455,7 +520,8 @@ class FilePartWriter(PartWriter):
             return
         self._closed = True
         try:
-            self._close_segment()
+            if self._failed is None:
+                self._close_segment()
         finally:
             self._st.unlock(self._lock)
 
