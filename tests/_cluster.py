@@ -10,7 +10,8 @@ Test modules load the fixtures with ``pytest_plugins = ["tests._cluster"]`` (one
 * ``cluster_spark`` — (once every executor is registered: ``SLOTS`` task slots) a SparkSession whose master is that cluster (driver on 127.0.0.1, executors 512 MB,
   ``spark.default.parallelism`` 32 — far above the real cores, as on clusters where it is tuned for
   shuffles), with the ``eventlog`` data source registered and the project on the executors' PYTHONPATH
-  (the shared disk). It is made once and shared by consecutive test modules that use it; after the last
+  (the shared disk), and the executors given the client settings of the session's S3 server (``tests._s3``:
+  ``spark.executorEnv.AWS_ENDPOINT_URL`` and keys), so ``s3://`` logs work on them. It is made once and shared by consecutive test modules that use it; after the last
   of them it is stopped, so the local sessions of other modules (``tests/spark``, ``tests/runtime``) can
   start — a Python process has one SparkContext at a time, and an active one is stopped before this one.
 
@@ -30,6 +31,8 @@ import tempfile
 import time
 
 import pytest
+
+pytest_plugins = ["tests._s3"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "spark-cluster")
@@ -128,7 +131,7 @@ def _stop_session() -> None:
         session.stop()
 
 
-def _new_session(cluster: SparkCluster):
+def _new_session(cluster: SparkCluster, s3_env: dict[str, str]):
     pytest.importorskip("pyspark")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -140,8 +143,11 @@ def _new_session(cluster: SparkCluster):
         active.stop()
     if SparkContext._active_spark_context is not None:   # a session of another test module: one context at a time
         SparkContext._active_spark_context.stop()
+    builder = SparkSession.builder
+    for k, v in s3_env.items():      # executors reach the S3 server as the driver does
+        builder = builder.config(f"spark.executorEnv.{k}", v)
     session = (
-        SparkSession.builder.master(cluster.master_url)
+        builder.master(cluster.master_url)
         .appName("eventlog-cluster-tests")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -183,10 +189,10 @@ def _next_item_uses_session(request) -> bool:
 
 
 @pytest.fixture(scope="module")
-def _cluster_session(request, spark_cluster):
+def _cluster_session(request, spark_cluster, s3_server):
     session = _shared.get("session")
     if session is None or session.sparkContext._jsc is None:
-        session = _shared["session"] = _new_session(spark_cluster)
+        session = _shared["session"] = _new_session(spark_cluster, s3_server.env)
     yield session
     if not _next_item_uses_session(request):
         _stop_session()
