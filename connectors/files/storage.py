@@ -514,7 +514,7 @@ class _MemRead:
 
 class MemoryStorage:
     """Files as bytearrays in a dict: the same log code, in one process, for tests and local pipelines.
-    ``objects=True`` makes it behave as an object store for the writer (whole files, sealed at every sync)."""
+    ``objects=True`` makes it behave as an object store (whole files, sealed at every sync; no writer lock)."""
 
     def __init__(self, *, objects: bool = False) -> None:
         self.objects = objects
@@ -615,6 +615,8 @@ class MemoryStorage:
         pass
 
     def lock(self, path: str) -> object:
+        if self.objects:  # as on an object store: no lock, writers are fenced by exclusive creates
+            return None
         with self._mutex:
             if path in self._locks:
                 raise PartLockedError("another writer holds this part", path=path)

@@ -401,7 +401,8 @@ class FilePartWriter(PartWriter):
         enc = self._codec.new_segment(dict(self.mark.items()), part=self.part)
         path = self._open_path(first_seq)
         if self._layout.seals and self._st.exists(self._sealed_path(first_seq)):
-            raise self._fenced(first_seq)
+            self._failed = self._fenced(first_seq)
+            raise self._failed
         if self._st.objects:  # written whole when sealed (FORMAT.md §3.5): nothing is created before
             data, index = _Buffer(), _Buffer()
             data.write(enc.prefix)
