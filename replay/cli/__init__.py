@@ -33,6 +33,7 @@ def main(debug: bool) -> None:
 
     \b
     URIs: file:///path or a plain path (file log), kafka://host:port/prefix (Kafka),
+  s3://bucket/prefix (file log on S3: AWS_ENDPOINT_URL and keys from the environment),
   memory://name (in-process log).
     Times: 7 for int64 streams, 1,2 for product times (JSON arrays in output).
 
