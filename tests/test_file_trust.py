@@ -488,7 +488,7 @@ def test_a_create_that_fails_after_its_first_write_removes_what_it_wrote(tmp_pat
             raise OSError(28, "No space left on device")
 
     root = str(tmp_path / "log")
-    with pytest.raises(OSError):
+    with pytest.raises(EventLogError, match="No space left on device"):  # typed, naming the stream
         FileLog(root, storage=Failing()).create_stream(StreamHeader("s", 1, SCHEMA, "int64", "arrow"))
     assert not os.path.exists(root)
 

@@ -19,7 +19,7 @@ import pytest
 from capture import Capture
 from connectors.files import FileLog
 from connectors.files.storage import MemoryStorage
-from eventlog.errors import CorruptLogError, EventLogError, HeaderMismatchError, WriterFencedError
+from eventlog.errors import ClusterUnavailableError, CorruptLogError, EventLogError, HeaderMismatchError, WriterFencedError
 from eventlog.events import Messages, Progress
 from eventlog.log import open_log
 
@@ -329,10 +329,57 @@ def test_an_unreachable_store_is_a_clear_error_not_a_hang(monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
-    monkeypatch.setenv("AWS_REGION", "us-east-1")
-    log = open_log("s3://nobucket/logs", )
-    with pytest.raises((EventLogError, OSError)) as e:
-        Capture(log, "s", 0, 1, schema=SCHEMA)
-    assert f"127.0.0.1:{port}" in str(e.value) or "connect" in str(e.value).lower(), str(e.value)
+    with pytest.raises(ClusterUnavailableError) as e:
+        Capture(open_log("s3://nobucket/logs"), "s", 0, 1, schema=SCHEMA)
+    assert f"127.0.0.1:{port}" in str(e.value) and e.value.stream == "s"
+
+
+def test_a_store_that_dies_mid_capture_fails_the_advance_clearly(s3_server, tmp_path, monkeypatch):
+    """The server stops between two advances: the next write raises ClusterUnavailableError (after the clients'
+    bounded retries) and the writer takes nothing more."""
+    port = 17975
+    tool = [sys.executable, "tools/s3-server"]
+    data = str(tmp_path / "own-s3")
+    subprocess.run([*tool, "start", "--port", str(port), "--data", data, "--bucket", "own"], check=True,
+                   capture_output=True, timeout=120)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        cap = Capture(open_log("s3://own/logs"), "s", 0, 1, schema=SCHEMA)
+        cap.send(0, _rows(0))
+        cap.advance_to(1)
+        assert _records(open_log("s3://own/logs"), "s", 0) == [(0, 0), (0, 1), (0, 2)]
+    finally:
+        subprocess.run([*tool, "stop", "--port", str(port), "--data", data], capture_output=True, timeout=120)
+    with pytest.raises(ClusterUnavailableError) as e:
+        cap.send(1, _rows(1))  # a new segment starts by looking for another writer's object of its seq
+        cap.advance_to(2)
+    assert e.value.stream == "s" and e.value.part == 0 and "127.0.0.1:17975" in str(e.value)
+    with pytest.raises(EventLogError, match="failed earlier"):
+        cap.send(2, _rows(2))
+
+
+def test_a_put_that_fails_leaves_the_writer_failed_and_the_log_as_acknowledged():
+    class Flaky(MemoryStorage):
+        fail = False
+
+        def create_exclusive(self, path: str, data: bytes) -> bool:
+            if self.fail and path.endswith(".arrow"):
+                raise OSError("Could not connect to the endpoint URL: http://127.0.0.1:1/")
+            return super().create_exclusive(path, data)
+
+    st = Flaky(objects=True)
+    cap = Capture(FileLog("logs", storage=st), "s", 0, 1, schema=SCHEMA)
+    cap.send(0, _rows(0))
+    cap.advance_to(1)
+    st.fail = True
+    cap.send(1, _rows(1))
+    with pytest.raises(ClusterUnavailableError):
+        cap.advance_to(2)
+    with pytest.raises(EventLogError, match="failed earlier"):
+        cap.advance_to(2)
+    st.fail = False
+    again = Capture(FileLog("logs", storage=st), "s", 0, 1, schema=SCHEMA)
+    assert again.frontier == cap.frontier.__class__([1]) and again.next_seq == 3
+    again.send(1, _rows(1))
+    again.close()
+    assert [t for t, _ in _records(FileLog("logs", storage=st), "s", 0)] == [0, 0, 0, 1, 1, 1]

@@ -92,12 +92,21 @@ class FileLog(Log):
         return self._st.join(self.root, check_stream_name(stream))
 
     def streams(self) -> list[str]:
-        return [d for d in self._st.list_dir(self.root)
-                if any(self._st.exists(self._st.join(self.root, d, h)) for h in HEADER_FILES)]
+        try:
+            return [d for d in self._st.list_dir(self.root)
+                    if any(self._st.exists(self._st.join(self.root, d, h)) for h in HEADER_FILES)]
+        except OSError as e:
+            raise io_error(e) from None
 
     def header(self, stream: str) -> StreamHeader:
         if stream in self._headers:
             return self._headers[stream]
+        try:
+            return self._header(stream)
+        except OSError as e:
+            raise io_error(e, stream=stream) from None
+
+    def _header(self, stream: str) -> StreamHeader:
         d = self._stream_dir(stream)
         for name in HEADER_FILES:  # the newest layout's name first
             path = self._st.join(d, name)
@@ -130,6 +139,12 @@ class FileLog(Log):
         create writes nothing; a failure while writing removes the folders it created."""
         header = dataclasses.replace(header, version=self.format_version)
         file_codec(header)
+        try:
+            return self._create_stream(header)
+        except OSError as e:
+            raise io_error(e, stream=header.stream) from None
+
+    def _create_stream(self, header: StreamHeader) -> StreamHeader:
         d = self._stream_dir(header.stream)
         if any(self._st.exists(self._st.join(d, h)) for h in HEADER_FILES):  # created before (in any layout)
             stored = self.header(header.stream)

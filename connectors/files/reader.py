@@ -18,7 +18,7 @@ import pyarrow as pa
 import zstandard
 
 from eventlog.encoding import EventCodec, SegmentDecoder
-from eventlog.errors import CorruptLogError, EventLogError, SequenceError
+from eventlog.errors import ClusterUnavailableError, CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartReader
@@ -52,10 +52,18 @@ def decode_error(e: BaseException, **where: object) -> CorruptLogError:
     return CorruptLogError(f"undecodable event: {type(e).__name__}: {str(e)[:300]}", **where)  # type: ignore[arg-type]
 
 
+_UNREACHABLE = ("NETWORK_CONNECTION", "Could not connect", "Connection refused", "Could not resolve host")
+"""What pyarrow's and boto3's errors say when an object store does not answer."""
+
+
 def io_error(e: OSError, **where: object) -> EventLogError:
-    """An EventLogError for an OSError met opening or reading a part's files (naming the file)."""
-    reason = f"cannot read the log's files: {e.strerror or e}"
-    return EventLogError(reason, path=e.filename, **where)  # type: ignore[arg-type]
+    """An EventLogError for an OSError met opening, reading or writing a log's files (naming the file); a
+    ``ClusterUnavailableError`` when the object store the log lives on does not answer."""
+    said = str(e.strerror or e)
+    if any(m in said for m in _UNREACHABLE):
+        return ClusterUnavailableError(f"the object store the log lives on does not answer: {said}",
+                                       path=e.filename, **where)  # type: ignore[arg-type]
+    return EventLogError(f"cannot read the log's files: {said}", path=e.filename, **where)  # type: ignore[arg-type]
 
 
 def segment_mark(codec: EventCodec, prefix: "bytes | memoryview | pa.Buffer", **where: object) -> WriterMark:

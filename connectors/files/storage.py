@@ -456,12 +456,16 @@ class S3Storage(ArrowFsStorage):
     def create_exclusive(self, path: str, data: bytes) -> bool:
         import time
 
+        from botocore.exceptions import BotoCoreError
+
         bucket, _, key = path.partition("/")
         client = self._s3()
         for attempt in range(self._RETRIES):
             try:
                 client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
                 return True
+            except BotoCoreError as e:  # no answer (connection refused, timeouts): after botocore's own retries
+                raise OSError(f"S3 PutObject s3://{path} failed: {e}") from None
             except client.exceptions.ClientError as e:
                 code = e.response.get("Error", {}).get("Code", "")
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")

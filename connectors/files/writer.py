@@ -100,8 +100,11 @@ class FilePartWriter(PartWriter):
         self._codec: EventCodec = file_codec(header, avro_codec=log.avro_codec)
         self._layout = layout_for(header.version)
         self._dir = log._part_dir(header, part)
-        self._st.make_dirs(self._dir)
-        self._lock = self._st.lock(self._st.join(self._dir, LOCK_FILE))
+        try:
+            self._st.make_dirs(self._dir)
+            self._lock = self._st.lock(self._st.join(self._dir, LOCK_FILE))
+        except OSError as e:
+            raise io_error(e, stream=self.stream, part=self.part) from None
         self._seg: _OpenSegment | None = None
         self._closed = False
         self._failed: EventLogError | None = None
@@ -462,16 +465,14 @@ class FilePartWriter(PartWriter):
         try:
             won = self._st.create_exclusive(path, bytes(seg.data.data))
         except OSError as e:
-            self._failed = io_error(e, stream=self.stream, part=self.part)
-            raise self._failed from None
+            raise self._io(e) from None
         if not won:
             self._failed = self._fenced(seg.first_seq)
             raise self._failed
         try:  # the segment is the truth: a missing index is rebuilt by the next writer, read around by readers
             self._st.write_file(self._index_path(seg.first_seq), bytes(seg.index.data))
         except OSError as e:
-            self._failed = io_error(e, stream=self.stream, part=self.part)
-            raise self._failed from None
+            raise self._io(e) from None
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -480,19 +481,30 @@ class FilePartWriter(PartWriter):
             raise EventLogError(f"writer failed earlier and can append nothing more (open a new one): {self._failed}",
                                 stream=self.stream, part=self.part)
 
+    def _io(self, e: OSError) -> EventLogError:
+        """The writer cannot know what of its last write reached the files: it takes nothing more."""
+        self._failed = io_error(e, stream=self.stream, part=self.part)
+        return self._failed
+
     def append(self, event: Event) -> int:
         self._check_usable()
         seq = self._next_seq
-        if self._seg is not None and self._seg.size >= self._log.segment_bytes:
-            self._close_segment()
-        if self._seg is None:
-            self._open_segment(seq)
+        try:
+            if self._seg is not None and self._seg.size >= self._log.segment_bytes:
+                self._close_segment()
+            if self._seg is None:
+                self._open_segment(seq)
+        except OSError as e:
+            raise self._io(e) from None
         seg = self._seg
         assert seg is not None
         body = seg.encoder.encode(seq, event)
         kind = ix.KIND_MESSAGES if isinstance(event, Messages) else ix.KIND_PROGRESS
-        seg.data.write(body)
-        seg.index.write(ix.pack_entry(ix.IndexEntry(seq, seg.size, len(body), ix.checksum(body), kind)))
+        try:
+            seg.data.write(body)
+            seg.index.write(ix.pack_entry(ix.IndexEntry(seq, seg.size, len(body), ix.checksum(body), kind)))
+        except OSError as e:
+            raise self._io(e) from None
         seg.size += len(body)
         seg.count += 1
         seg.dirty = True
@@ -505,16 +517,19 @@ class FilePartWriter(PartWriter):
         seg = self._seg
         if seg is None or self._sync_mode == "none" or not seg.dirty:
             return
-        if self._st.objects:  # seal the segment: the object is durable and visible once put
-            self._close_segment()
-            return
-        seg.dirty = False
-        if self._sync_mode == "fsync":
-            seg.data.fsync()  # data before index: an entry never becomes durable before its event
-            seg.index.fsync()
-        else:
-            seg.data.flush()
-            seg.index.flush()
+        try:
+            if self._st.objects:  # seal the segment: the object is durable and visible once put
+                self._close_segment()
+                return
+            seg.dirty = False
+            if self._sync_mode == "fsync":
+                seg.data.fsync()  # data before index: an entry never becomes durable before its event
+                seg.index.fsync()
+            else:
+                seg.data.flush()
+                seg.index.flush()
+        except OSError as e:
+            raise self._io(e) from None
 
     def close(self) -> None:
         if self._closed:
