@@ -297,7 +297,10 @@ class Replayer:
                 yield Progress(delta), -1
         idle_since = _time.monotonic()
         while True:
-            if self.is_done() and not self._heap:
+            if self.is_done():
+                # every time before ``until`` is complete (or every part finished): what is left to read lies at
+                # or after ``until`` (a part's messages precede the progress that completed their times), so
+                # nothing more is read
                 return
             taken = self._take()
             if taken is None:

@@ -91,6 +91,21 @@ def test_since_and_until_bound_times(log_uri):
     assert all(3 <= ev.time < 7 for ev in Replayer(log, "numbers", 0, 1, since=3, until=7) if isinstance(ev, Messages))
 
 
+@pytest.mark.parametrize("isolation", ["committed", "uncommitted"])
+def test_until_stops_reading_once_every_earlier_time_is_complete(log_uri, isolation):
+    """A replayer bounded by ``until`` reads about as far as ``until`` in each part, not to the parts' ends."""
+    log = open_log(log_uri)
+    for w in range(3):
+        with Capture(log, "long", w, 3, schema=SCHEMA) as cap:
+            for t in range(120):
+                cap.send(t, [{"n": t}, {"n": w}])
+                cap.advance_to(t + 1)
+    r = Replayer(log, "long", 0, 1, until=5, isolation=isolation)
+    got = [(t, sorted(tb.column("n").to_pylist())) for t, tb in r.completed()]
+    assert got == [(t, sorted([t, t, t, 0, 1, 2])) for t in range(5)]
+    assert r.is_done() and r.events_read < 3 * 2 * 8, r.events_read  # 240 events a part were there to read
+
+
 def test_resume_from_saved_position(log_uri):
     log = open_log(log_uri)
     capture_numbers(log, peers=3)
