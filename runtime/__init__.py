@@ -21,6 +21,7 @@ from .errors import (
     NotEnoughSlotsError,
     RescaleError,
     RuntimeJobError,
+    StoreUnavailableError,
     TaskFailedError,
     UnreachableLocationError,
     UnstorableStateError,
@@ -36,5 +37,6 @@ __all__ = [
     "Advance", "ChannelError", "CheckpointCorruptError", "CheckpointError", "DEFAULT_KEY_GROUPS", "Fault",
     "FaultPlan", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError", "JobGraphError", "JobResult",
     "KeyedStream", "LocationError", "NotEnoughSlotsError", "RescaleError", "RestartBackoff", "RuntimeJobError",
-    "Stream", "TaskFailedError", "UnreachableLocationError", "UnstorableStateError", "WriterSettings",
+    "Stream", "StoreUnavailableError", "TaskFailedError", "UnreachableLocationError", "UnstorableStateError",
+    "WriterSettings",
 ]

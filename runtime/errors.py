@@ -69,12 +69,21 @@ class LocationError(RuntimeJobError, ValueError):
     """A run's checkpoint, channel, input or output location cannot work, found before the job starts: a
     relative path or ``memory://`` URI when tasks run in Spark's processes (each executor would resolve it in
     its own work folder or memory), or a URI scheme that kind of location does not support (checkpoints on
-    anything but a filesystem path, channels on anything but a path or ``kafka://``). The message names the
-    location, its kind and what would work."""
+    anything but a filesystem path or ``s3://``, channels on anything but a path or ``kafka://``). The message
+    names the location, its kind and what would work."""
+
+
+class StoreUnavailableError(CheckpointError):
+    """The object store holding the job's checkpoints and sinks' staging files failed a request for another
+    reason than a missing object — it does not answer, refuses the request or times out, after its client's own
+    retries (``runtime.statefs``). The message names the object and the host that asked. A task that hits it
+    fails its generation (the driver restarts it from the last checkpoint); a driver that hits it fails the run
+    with it."""
 
 
 class UnreachableLocationError(RuntimeJobError):
     """A task does not see a folder the driver prepared for the run (the checkpoint store, or the file
-    channels of the generation): its executor does not share that disk with the driver. Raised by the task
+    channels of the generation): its executor does not share that disk with the driver, or cannot reach the
+    object store (``s3://``) the driver wrote to (another endpoint, no credentials). Raised by the task
     before it starts (naming the folder and the task's host); the job fails at once, since every retry
     would fail the same way."""

@@ -19,8 +19,16 @@ see the driver's folders (``UnreachableLocationError``) fail the job at once: ev
 same way. The run ends when the sources finished and the sinks committed the final checkpoint (or
 ``stop_after_checkpoints``).
 
+The driver's own checkpoint-store work — counters, manifests, pruning, choosing where to restore — is not
+retried: when it fails (on S3: ``StoreUnavailableError``, the store did not answer after its client's retries;
+``CheckpointError`` when another driver of the job changed its counters, ``runtime.state``) the driver fails
+the generation, lets its tasks end (Spark's job group cancelled, tasks aborted at their next heartbeat) and
+raises that error. A task's failure to reach the store only fails its generation: the restart reads the
+counters first, so a store that stays down ends the run with ``StoreUnavailableError`` within a few of the
+client's retry rounds, and one that came back is used again.
+
 Before anything is created, every location is checked (``runtime.locations.check_locations``: a relative
-path or ``memory://`` on Spark, an unsupported scheme raise ``LocationError``). Before each generation the
+path or ``memory://`` on Spark, an unsupported scheme raise ``LocationError``; checkpoints may be on S3). Before each generation the
 driver leaves a run mark in the checkpoint store and the generation's file channels, which every task checks
 before it starts; on Spark it then waits up to ``slot_timeout`` seconds for a task slot per operator
 instance (``runtime.spark``) — after a lost executor, until its replacement registered.
@@ -124,6 +132,16 @@ def _check_restore(manifest: dict[str, Any] | None, job: "Job") -> None:
                            f"now has {job.key_groups} (key groups are fixed for the life of a job's checkpoints)")
 
 
+def _end_generation(master: JobMaster, handle: Any, reason: str, wait: float = 30.0) -> None:
+    """Fail the generation and let its tasks end (they abort at their next heartbeat; Spark's job group is
+    cancelled) before the driver raises an error of its own: no task goes on writing after the run ended."""
+    master.fail(reason)
+    handle.cancel()
+    end = time.monotonic() + wait
+    while not handle.done() and time.monotonic() < end:
+        handle.wait(0.05)
+
+
 def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoint_interval: float | None,
             max_restarts: int, faults: FaultPlan | None, writer: WriterSettings | None,
             stop_after_checkpoints: int | None, timeout: float | None, heartbeat_interval: float,
@@ -169,7 +187,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             restored.append(manifest["checkpoint"] if manifest else None)
             chan.prepare(generation, [c.name for c in plan.channels])
             token = new_token()
-            write_mark(store.root, generation, token)
+            write_mark(store.location, generation, token)
             chan.mark(generation, token)
             master.begin(generation, manifest)
             gen_starts.append(time.time())
@@ -179,20 +197,26 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
                                     checkpoints=checkpoints, settings=settings, faults=faults,
                                     heartbeat_interval=heartbeat_interval, token=token, deadline=deadline)
             dropped = False
-            while not handle.done():
+            try:
+                while not handle.done():
+                    for c in master.tick():
+                        store.prune(c, master.coordinator.horizon)
+                        if not dropped:
+                            chan.drop_generations(generation)
+                            dropped = True
+                    if master.status == "failed":
+                        handle.cancel()
+                    if deadline is not None and time.monotonic() > deadline and master.status == "running":
+                        master.fail(f"the run took longer than its timeout of {timeout} s")
+                        handle.cancel()
+                    handle.wait(0.005)
                 for c in master.tick():
                     store.prune(c, master.coordinator.horizon)
-                    if not dropped:
-                        chan.drop_generations(generation)
-                        dropped = True
-                if master.status == "failed":
-                    handle.cancel()
-                if deadline is not None and time.monotonic() > deadline and master.status == "running":
-                    master.fail(f"the run took longer than its timeout of {timeout} s")
-                    handle.cancel()
-                handle.wait(0.005)
-            for c in master.tick():
-                store.prune(c, master.coordinator.horizon)
+            except BaseException as e:
+                _end_generation(master, handle, f"the driver failed: {type(e).__name__}: {e}")
+                raise
+            if master.driver_error is not None:   # completing a checkpoint failed on the driver: no restart
+                raise master.driver_error
             errors = handle.errors()
             if master.status in ("finished", "stopped") and not errors:
                 break

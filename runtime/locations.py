@@ -4,19 +4,24 @@
 
 | kind | accepted | on Spark also |
 |---|---|---|
-| checkpoints | a filesystem path or ``file://`` URI | absolute: every executor must reach the same folder |
-| channels | a path, ``file://`` or ``kafka://`` | absolute paths only |
+| checkpoints | a filesystem path, ``file://`` or ``s3://bucket/prefix`` URI (``runtime.statefs``) | absolute paths only: every executor must reach the same folder |
+| channels | a path, ``file://`` or ``kafka://`` (object stores cannot carry channels) | absolute paths only |
 | inputs (``from_log``), outputs (``to_log``) | any log URI (``open_log``) | no relative path, no ``memory://`` |
 
 A relative path on Spark would resolve in each executor's own work folder and a ``memory://`` log in each
 Python worker's memory: the job would hang or its output vanish, so both raise ``LocationError`` instead;
 ``spark=None`` runs every task in this process, where both work.
 
+Other object stores than S3 (``gs://``, ``abfs://``, ``hdfs://``, …) are refused for checkpoints: their writes
+were not shown to be atomic through the runtime's seam, nor do they have its conditional writes.
+
 **While it runs**, the driver writes a *run mark* — the generation and a random token — into the folders it
-prepared for a generation: the checkpoint store and the generation's file channels (``write_mark``). Each
-task reads the marks back before it starts (``check_mark``); a task on a host that does not share the disk
-finds no mark (or another run's) and fails with ``UnreachableLocationError`` naming the folder and its host,
-instead of writing checkpoints and channel data nobody else sees.
+prepared for a generation: the checkpoint store (a local folder or an S3 prefix) and the generation's file
+channels (``write_mark``). Each task reads the marks back before it starts (``check_mark``); a task on a host
+that does not share the disk — or that reaches another S3 endpoint or bucket than the driver's, or none (no
+credentials, the store does not answer) — finds no mark (or another run's) and fails with
+``UnreachableLocationError`` naming the folder and its host, instead of writing checkpoints and channel data
+nobody else sees.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import os
 import secrets
 import socket
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
-from .errors import CheckpointCorruptError, LocationError, UnreachableLocationError
+from .errors import CheckpointCorruptError, LocationError, StoreUnavailableError, UnreachableLocationError
 from .statefile import encode_document, read_document
+from .statefs import SUPPORTED_OBJECT_STORES, local_path, state_location_problem, open_state_fs
 
 if TYPE_CHECKING:
     from .graph import Plan
@@ -38,17 +44,6 @@ MARK = "_RUN"
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss"})
 """Schemes of ``pyarrow.fs`` filesystems, which ``open_log`` accepts for inputs and outputs."""
-
-
-def local_path(uri: str) -> str | None:
-    """The path of a plain path or ``file://`` URI; None for any other scheme."""
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    if scheme == "":
-        return uri
-    if scheme == "file" and parsed.netloc in ("", "localhost"):
-        return unquote(parsed.path)
-    return None
 
 
 def _scheme(uri: str) -> str:
@@ -74,14 +69,21 @@ def check_locations(plan: Plan, *, channels: str, checkpoints: str, on_spark: bo
             raise LocationError(f"the {kind} location must be a non-empty URI string, not {uri!r}")
     scheme = _scheme(checkpoints)
     if local_path(checkpoints) is None:
-        extra = " (checkpoints on object storage are not supported yet)" if scheme in OBJECT_STORE_SCHEMES else ""
-        raise _refuse("checkpoint", checkpoints, f"checkpoints live in a filesystem folder: a path or file:// URI, "
-                                                 f"not {scheme}://{extra}")
+        if scheme not in SUPPORTED_OBJECT_STORES:
+            extra = (f" (checkpoints on object storage: s3:// only, {scheme}:// is not supported)"
+                     if scheme in OBJECT_STORE_SCHEMES else "")
+            raise _refuse("checkpoint", checkpoints, f"checkpoints live in a filesystem folder (a path or file:// "
+                                                     f"URI) or on S3 (s3://bucket/prefix), not {scheme}://{extra}")
+        why = state_location_problem(checkpoints)
+        if why is not None:
+            raise _refuse("checkpoint", checkpoints, why)
     _check_path("checkpoint", checkpoints, on_spark)
     scheme = _scheme(channels)
     if local_path(channels) is None and scheme != "kafka":
+        extra = (" (an object store cannot carry channels: they are appended to and tailed; use kafka:// across "
+                 "hosts)" if scheme in OBJECT_STORE_SCHEMES else "")
         raise _refuse("channel", channels, f"channels live in a folder (a path or file:// URI) or on Kafka "
-                                           f"(kafka://host:port/prefix), not {scheme}://")
+                                           f"(kafka://host:port/prefix), not {scheme}://{extra}")
     _check_path("channel", channels, on_spark)
     for node in plan.nodes.values():
         uri = getattr(node, "location", None)
@@ -107,30 +109,41 @@ def new_token() -> str:
 
 
 def write_mark(folder: str, generation: int, token: str) -> None:
-    """Write the run mark of ``generation`` into ``folder`` (the driver, before the generation's tasks start)."""
-    from .state import atomic_write
-
-    os.makedirs(folder, exist_ok=True)
-    atomic_write(os.path.join(folder, MARK), encode_document("run", {"generation": generation, "token": token}))
+    """Write the run mark of ``generation`` into ``folder`` — a local path or an ``s3://`` location
+    (``runtime.statefs``) — (the driver, before the generation's tasks start)."""
+    fs, path = open_state_fs(folder)
+    fs.make_dirs(path)
+    fs.write(fs.join(path, MARK), encode_document("run", {"generation": generation, "token": token}))
 
 
 def check_mark(folder: str, generation: int, token: str, *, what: str, uri: str, task: str) -> None:
-    """Raise ``UnreachableLocationError`` unless ``folder`` holds the run mark of ``generation`` with ``token``
-    (a task, before it starts); ``what`` names the folder's role, ``uri`` the location the user gave."""
-    path = os.path.join(folder, MARK)
+    """Raise ``UnreachableLocationError`` unless ``folder`` (a local path or an ``s3://`` location) holds the
+    run mark of ``generation`` with ``token`` (a task, before it starts); ``what`` names the folder's role,
+    ``uri`` the location the user gave."""
     why = None
-    if not os.path.exists(path):
-        why = f"{path} does not exist here"
-    else:
-        try:
-            body = read_document(path, "run", limit=4096)
-        except CheckpointCorruptError as e:
-            why = f"{path} cannot be read: {e.reason}"
+    objects = False
+    try:
+        fs, folder_path = open_state_fs(folder)
+        objects = fs.objects
+        path = fs.join(folder_path, MARK)
+        shown = fs.display(path)
+        if not fs.exists(path):
+            why = f"{shown} does not exist here"
         else:
-            if body.get("generation") != generation or body.get("token") != token:
-                why = f"{path} holds another run's mark (generation {body.get('generation')})"
+            try:
+                body = read_document(path, "run", limit=4096, fs=fs)
+            except CheckpointCorruptError as e:
+                why = f"{shown} cannot be read: {e.reason}"
+            else:
+                if body.get("generation") != generation or body.get("token") != token:
+                    why = f"{shown} holds another run's mark (generation {body.get('generation')})"
+    except StoreUnavailableError as e:
+        objects = True
+        why = f"the store cannot be reached: {e}"
     if why is not None:
+        where = ("the object store must be reachable from every executor with the driver's endpoint, bucket and "
+                 "credentials (the AWS_* settings in spark.executorEnv.*)" if objects else
+                 "the location must be on a disk every executor shares with the driver (or, for channels, kafka://)")
         raise UnreachableLocationError(
             f"task {task} on host {socket.gethostname()} does not see the {what} {uri!r} the driver prepared for "
-            f"generation {generation}: {why}; the location must be on a disk every executor shares with the driver "
-            f"(or, for channels, kafka://)")
+            f"generation {generation}: {why}; {where}")

@@ -72,6 +72,10 @@ class JobMaster:
         (``stop_after_checkpoints`` reached) or ``failed`` (the generation failed)."""
         self.failure: str | None = None
         self.first_failure_at: float | None = None
+        self.driver_error: BaseException | None = None
+        """An error of the driver's own checkpoint-store work while it handled a heartbeat (completing a
+        checkpoint: the store unavailable, another driver of the job): it failed the generation, and the
+        driver's loop raises it (``runtime.failover``)."""
         self.task_stats: dict[str, dict[str, Any]] = {}
         self._reset()
 
@@ -106,7 +110,12 @@ class JobMaster:
             if acks:
                 self._acks.update(acks)
             for c in msg.get("reports", ()):
-                self.coordinator.report(task, c)
+                try:
+                    self.coordinator.report(task, c)
+                except Exception as e:  # noqa: BLE001 - the driver's loop raises it
+                    self.driver_error = e
+                    self._fail(f"the driver could not complete checkpoint {c}: {type(e).__name__}: {e}")
+                    return {"abort": True}
             if msg.get("finished"):
                 self._finished.add(task)
             if msg.get("committed") is not None:

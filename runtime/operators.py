@@ -46,7 +46,8 @@ class OperatorContext:
     generation: int
     """The run of the job graph (increases at every restart)."""
     checkpoint_dir: str
-    """The job's checkpoint directory (sinks stage pre-committed output under it)."""
+    """The job's checkpoint directory (sinks stage pre-committed output under it): a local path or an
+    ``s3://bucket/prefix/job`` location (``runtime.statefs.open_state_fs`` opens either)."""
     emit: Callable[[int, pa.RecordBatch], None] = field(repr=False, default=lambda t, b: None)
     """Sends records downstream at a time (not behind the output frontier)."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -64,7 +65,8 @@ class StateCheck:
     where: str
     """The snapshot file (or checkpoint directory, for a state merged from several files) it was read from."""
     checkpoint_dir: str
-    """The job's checkpoint directory (sinks' staging files live under it)."""
+    """The job's checkpoint directory (sinks' staging files live under it): a local path or an ``s3://``
+    location (``OperatorContext.checkpoint_dir``)."""
     horizon: int
     """Output of checkpoints up to this id may already be committed (``runtime.state``)."""
 

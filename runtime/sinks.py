@@ -3,8 +3,10 @@
 A sink writes ``parts`` output parts (default: its parallelism at the first run; fixed afterwards, kept
 in checkpoints); instance ``j`` of ``P`` owns the parts ``p % P == j`` and spreads its input over them.
 Between two barriers, everything a part receives (record batches and, for log sinks, frontier changes) is
-appended to a staging file of that *epoch* under the checkpoint directory
-(``<checkpoints>/<job>/staging/<sink>/p<part>/``, concatenated bundles, fsynced at the barrier). The
+staged in a file of that *epoch* under the checkpoint directory (``<checkpoints>/<job>/staging/<sink>/p<part>/``,
+concatenated bundles; ``runtime.statefs``): on the local disk appended as it comes and fsynced at the barrier;
+on S3, which cannot append, kept in memory and put as one object at the barrier (so a part holds one epoch's
+output in memory). The
 barrier's snapshot lists the part's staged epochs not yet committed, with their item counts, byte sizes and
 CRC-32s, and ``base``: the output position where the first of them starts. The sink *commits* an epoch —
 checks its file's size and CRC, appends its items to the output, deletes the file — once the job can no
@@ -17,11 +19,15 @@ position (a log part's next sequence id; a callable sink's delivered-item cursor
 says how much of an epoch was already committed, and only the rest is written. Output after the
 checkpoint a restart restores from was never committed, so it is neither lost (the restarted job produces it
 again) nor duplicated. The callable sink's cursor is a checksummed JSON document (``runtime.statefile``).
+
+Every staged file is checked before anything is delivered from it: its size (from a stat or the object's
+listing, before a byte is read) and then its CRC; each bundle's declared length is bounded by what is left of
+the file before it is read. A missing or damaged file of an epoch not yet committed is a
+``CheckpointCorruptError`` naming it (``file:`` the local path or ``s3://`` URI).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time as _time
 import zlib
@@ -37,8 +43,9 @@ from .errors import CheckpointCorruptError, CheckpointError, RescaleError
 from .keygroups import parts_of_instance
 from .operators import Operator, OperatorContext, StateCheck, check_state, int_keyed, is_int
 from .payload import decode_batch, decode_frontier, encode_batch, encode_frontier
-from .state import atomic_write, read_bundles
+from .state import read_bundles
 from .statefile import encode_document, read_document
+from .statefs import StateFs, open_state_fs
 
 _ITEM_DATA = bundle.MSG_DATA
 _ITEM_FRONTIER = bundle.MSG_EVENT_PROGRESS
@@ -46,37 +53,44 @@ _EPOCH_FILE = re.compile(r"^g\d{6,}-after\d{10,}\.bundles$")
 _CHUNK = 1 << 20
 
 
-def _file_sum(path: str) -> tuple[int, int]:
-    """``(size, CRC-32)`` of a file, read in chunks."""
+def _file_sum(fs: StateFs, path: str, limit: int) -> tuple[int, int]:
+    """``(size, CRC-32)`` of a file, read in chunks, at most ``limit + 1`` bytes of it."""
     crc = size = 0
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(_CHUNK)
+    with fs.open_read(path) as f:
+        while size <= limit:
+            chunk = f.read(min(_CHUNK, limit + 1 - size))
             if not chunk:
-                return size, crc
+                break
             size += len(chunk)
             crc = zlib.crc32(chunk, crc)
+    return size, crc
 
 
-def _check_epoch_file(path: str, size: int, crc: int) -> None:
-    """Raise ``CheckpointCorruptError`` unless the staged epoch file has the size and CRC its snapshot says."""
+def _check_epoch_file(fs: StateFs, path: str, size: int, crc: int) -> None:
+    """Raise ``CheckpointCorruptError`` unless the staged epoch file has the size and CRC its snapshot says
+    (its size is compared before any of it is read)."""
+    where = fs.display(path)
     try:
-        got = _file_sum(path)
+        got = fs.size(path)
+        if got == size:
+            got, got_crc = _file_sum(fs, path, size)
     except FileNotFoundError:
-        raise CheckpointCorruptError("staged epoch file is missing", path=path) from None
+        raise CheckpointCorruptError("staged epoch file is missing", path=where) from None
+    except CheckpointError:
+        raise
     except OSError as e:
-        raise CheckpointCorruptError(f"staged epoch file cannot be read: {e.strerror or e}", path=path) from None
-    if got[0] != size:
-        raise CheckpointCorruptError(f"staged epoch file has {got[0]} bytes, its checkpoint says {size}", path=path,
-                                     offset=min(got[0], size))
-    if got[1] != crc:
-        raise CheckpointCorruptError("staged epoch file fails its checksum (it was damaged or edited)", path=path)
+        raise CheckpointCorruptError(f"staged epoch file cannot be read: {e.strerror or e}", path=where) from None
+    if got != size:
+        raise CheckpointCorruptError(f"staged epoch file has {got} bytes, its checkpoint says {size}", path=where,
+                                     offset=min(got, size))
+    if got_crc != crc:
+        raise CheckpointCorruptError("staged epoch file fails its checksum (it was damaged or edited)", path=where)
 
 
 class _Part:
     """Staging state of one output part."""
 
-    __slots__ = ("part", "dir", "base", "pending", "frontier", "fd", "path", "count", "size", "crc")
+    __slots__ = ("part", "dir", "base", "pending", "frontier", "out", "path", "count", "size", "crc")
 
     def __init__(self, part: int, directory: str, base: int, pending: list, frontier: tuple[int, ...]) -> None:
         self.part = part
@@ -84,7 +98,7 @@ class _Part:
         self.base = base                     # output position where pending[0] starts
         self.pending: list[tuple[int, str, int, int, int]] = pending   # (checkpoint, file, items, size, crc)
         self.frontier = frontier             # the staged frontier (log sinks)
-        self.fd: int | None = None
+        self.out: Any = None                 # the open epoch file (runtime.statefs: a local file or an object's bytes)
         self.path: str | None = None
         self.count = 0                       # items in the open epoch file
         self.size = 0                        # its bytes
@@ -125,11 +139,12 @@ class StagedSink(Operator):
         self._gen = ctx.generation
         self._rr = 0
         saved = (state or {}).get("parts", {})
+        self._fs, self._root = open_state_fs(ctx.checkpoint_dir)
         self._open_parts(parts_of_instance(ctx.index, self.n_parts, ctx.parallelism))
         self._parts: dict[int, _Part] = {}
         for p in parts_of_instance(ctx.index, self.n_parts, ctx.parallelism):
-            d = self._staging_dir(ctx.checkpoint_dir, ctx.node, p)
-            os.makedirs(d, exist_ok=True)
+            d = self._staging_dir(self._fs, self._root, ctx.node, p)
+            self._fs.make_dirs(d)
             s = saved.get(p)
             if s is None:
                 part = _Part(p, d, self._position(p), [], (0,))
@@ -141,8 +156,8 @@ class StagedSink(Operator):
         self._owned = sorted(self._parts)
 
     @staticmethod
-    def _staging_dir(checkpoint_dir: str, node: str, part: int) -> str:
-        return os.path.join(checkpoint_dir, "staging", node, f"p{part:05d}")
+    def _staging_dir(fs: StateFs, root: str, node: str, part: int) -> str:
+        return fs.join(root, "staging", node, f"p{part:05d}")
 
     def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
         """Check the restored parts and every staged epoch file they list that still exists (size and CRC);
@@ -151,6 +166,7 @@ class StagedSink(Operator):
         where = check.where
         st = state or {}
         inst = st.get("instance") or {}
+        fs, root = open_state_fs(check.checkpoint_dir)
         check_state(isinstance(inst, dict) and (inst.get("parts") is None or is_int(inst.get("parts"), 1)),
                     "'instance' is not {parts: int >= 1}", where)
         check_state(st.get("checkpoint") is None or is_int(st.get("checkpoint")), "'checkpoint' is not an int", where)
@@ -158,22 +174,22 @@ class StagedSink(Operator):
             check_state(isinstance(s, dict) and is_int(s.get("base")) and isinstance(s.get("pending"), (list, tuple))
                         and isinstance(s.get("frontier"), (list, tuple)) and all(is_int(t) for t in s["frontier"]),
                         f"part {p} is not {{base: int, pending: [...], frontier: [int...]}}", where)
-            d = self._staging_dir(check.checkpoint_dir, check.node, p)
+            d = self._staging_dir(fs, root, check.node, p)
             for e in s["pending"]:
                 check_state(isinstance(e, (list, tuple)) and len(e) == 5 and is_int(e[0], 1)
                             and isinstance(e[1], str) and _EPOCH_FILE.match(e[1]) is not None
                             and is_int(e[2]) and is_int(e[3]) and is_int(e[4]) and e[4] < 1 << 32,
                             f"part {p} lists a staged epoch that is not (checkpoint, file name, items, size, crc32): "
                             f"{str(e)[:100]}", where)
-                path = os.path.join(d, e[1])
-                if os.path.exists(path):
-                    _check_epoch_file(path, e[3], e[4])
+                path = fs.join(d, e[1])
+                if fs.exists(path):
+                    _check_epoch_file(fs, path, e[3], e[4])
                 elif e[0] > check.horizon:
                     raise CheckpointCorruptError(f"staged epoch of checkpoint {e[0]} (never committed) is missing",
-                                                 path=path)
-            self._verify_part(d, p)
+                                                 path=fs.display(path))
+            self._verify_part(fs, d, p)
 
-    def _verify_part(self, directory: str, part: int) -> None:
+    def _verify_part(self, fs: StateFs, directory: str, part: int) -> None:
         """Check what else a part keeps in its staging directory (a callable sink's cursor)."""
 
     def _open_parts(self, parts: list[int]) -> None:
@@ -182,27 +198,23 @@ class StagedSink(Operator):
     def _clean(self, part: _Part) -> None:
         """Delete staging files no pending epoch refers to (a failed generation's uncommitted output)."""
         keep = {e[1] for e in part.pending}
-        for name in os.listdir(part.dir):
+        for name in self._fs.list(part.dir):
             if name.endswith(".bundles") and name not in keep:
-                try:
-                    os.unlink(os.path.join(part.dir, name))
-                except FileNotFoundError:
-                    pass
+                self._fs.remove(self._fs.join(part.dir, name))
 
     # -- staging ------------------------------------------------------------------------------------
 
     def _stage(self, part: _Part, kind: int, payload: Any, ts: int) -> None:
-        if part.fd is None:
+        if part.out is None:
             part.path = f"g{self._gen:06d}-after{self._last_barrier:010d}.bundles"
-            part.fd = os.open(os.path.join(part.dir, part.path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            part.out = self._fs.stage(self._fs.join(part.dir, part.path))
             part.count = part.size = part.crc = 0
         part.count += 1
         data = bundle.encode([payload], part.count, kind, bundle_ts=min(ts, (1 << 63)))
         view = memoryview(data)
         part.size += view.nbytes
         part.crc = zlib.crc32(view, part.crc)
-        while view.nbytes:
-            view = view[os.write(part.fd, view):]
+        part.out.write(view)
 
     def process(self, time: int, batch: pa.RecordBatch) -> None:
         part = self._parts[self._owned[self._rr % len(self._owned)]]
@@ -221,10 +233,9 @@ class StagedSink(Operator):
     def snapshot(self, checkpoint: int) -> dict[str, Any]:
         out = {}
         for part in self._parts.values():
-            if part.fd is not None:
-                os.fsync(part.fd)
-                os.close(part.fd)
-                part.fd = None
+            if part.out is not None:
+                part.out.finish()       # local: fsync; S3: the epoch's one PUT
+                part.out = None
                 part.pending.append((checkpoint, part.path, part.count, part.size, part.crc))
             out[part.part] = {"base": part.base, "pending": list(part.pending), "frontier": list(part.frontier)}
         self._last_barrier = checkpoint
@@ -243,25 +254,22 @@ class StagedSink(Operator):
             if done < 0:
                 raise CheckpointError(f"output part {part.part} of sink {self.ctx.node!r} is at {done + part.base}, "
                                       f"before its checkpointed position {part.base}", part=part.part)
+            path = self._fs.join(part.dir, name)
             if done < n:
-                path = os.path.join(part.dir, name)
-                _check_epoch_file(path, size, crc)     # nothing is delivered from a damaged file
-                for i, (kind, payload) in enumerate(read_bundles(path)):
+                _check_epoch_file(self._fs, path, size, crc)     # nothing is delivered from a damaged file
+                for i, (kind, payload) in enumerate(read_bundles(path, self._fs, size)):
                     if i >= done:
                         self._deliver(part.part, kind, payload)
                 self._end_epoch(part.part)
             part.base += n
             part.pending.pop(0)
-            try:
-                os.unlink(os.path.join(part.dir, name))
-            except FileNotFoundError:
-                pass
+            self._fs.remove(path)
 
     def close(self) -> None:
         for part in getattr(self, "_parts", {}).values():
-            if part.fd is not None:
-                os.close(part.fd)
-                part.fd = None
+            if part.out is not None:
+                part.out.abort()
+                part.out = None
 
 
 class CallableSink(StagedSink):
@@ -278,25 +286,25 @@ class CallableSink(StagedSink):
         self.fn = fn
 
     def _cursor_path(self, part: int) -> str:
-        return os.path.join(self.ctx.checkpoint_dir, "staging", self.ctx.node, f"p{part:05d}", "cursor")
+        return self._fs.join(self._staging_dir(self._fs, self._root, self.ctx.node, part), "cursor")
 
     @staticmethod
-    def _read_cursor(path: str) -> int:
-        if not os.path.exists(path):
+    def _read_cursor(fs: StateFs, path: str) -> int:
+        if not fs.exists(path):
             return 0
-        body = read_document(path, "cursor", limit=4096)
+        body = read_document(path, "cursor", limit=4096, fs=fs)
         calls = body.get("calls")
         if not is_int(calls):
-            raise CheckpointCorruptError("sink cursor's 'calls' is not an int >= 0", path=path)
+            raise CheckpointCorruptError("sink cursor's 'calls' is not an int >= 0", path=fs.display(path))
         return calls
 
-    def _verify_part(self, directory: str, part: int) -> None:
-        self._read_cursor(os.path.join(directory, "cursor"))
+    def _verify_part(self, fs: StateFs, directory: str, part: int) -> None:
+        self._read_cursor(fs, fs.join(directory, "cursor"))
 
     def _position(self, part: int) -> int:
         cursors = self.__dict__.setdefault("_cursors", {})
         if part not in cursors:
-            cursors[part] = self._read_cursor(self._cursor_path(part))
+            cursors[part] = self._read_cursor(self._fs, self._cursor_path(part))
         return cursors[part]
 
     def _deliver(self, part: int, kind: int, payload: Any) -> None:
@@ -304,7 +312,7 @@ class CallableSink(StagedSink):
             t, batch = decode_batch(payload)
             self.fn(t, pa.Table.from_batches([batch]))
         calls = self._position(part) + 1
-        atomic_write(self._cursor_path(part), encode_document("cursor", {"calls": calls}), sync=False)
+        self._fs.write(self._cursor_path(part), encode_document("cursor", {"calls": calls}), sync=False)
         self._cursors[part] = calls
 
 

@@ -1,7 +1,8 @@
 """The task state store: checkpoint files, written atomically, in formats that run no code when read.
 
-Everything lives under ``<checkpoints>/<job>/`` (``checkpoints`` is a local path or ``file://`` URI, which
-every task must see: the driver's disk in Spark local mode, a shared filesystem on a cluster)::
+Everything lives under ``<checkpoints>/<job>/``; ``checkpoints`` is a local path or ``file://`` URI, which
+every task must see (the driver's disk in Spark local mode, a shared filesystem on a cluster), or an
+``s3://bucket/prefix`` URI, which every executor reaches over the network (``runtime.statefs``)::
 
     master.json, master.bak.json      two copies of the job's counters: the last generation and checkpoint
                                       id used (never reused) and the commit horizon
@@ -11,9 +12,13 @@ every task must see: the driver's disk in Spark local mode, a shared filesystem 
     chk-<id>/_COMPLETE                the manifest: written by the coordinator once every task reported
     staging/<sink>/p<part>/…          sinks' pre-committed output per epoch (``runtime.sinks``)
 
-Every file is written to a temporary name, fsynced, renamed into place and its directory fsynced, so a
-reader sees a whole file or none. Manifests and counters are checksummed JSON documents
-(``runtime.statefile``). A checkpoint counts only once its ``_COMPLETE`` manifest exists.
+On the local disk every file is written to a temporary name, fsynced, renamed into place and its directory
+fsynced; on S3 every file is one object PUT, which is atomic, and durable and visible to every reader (S3 is
+strongly consistent) once it returns. Either way a reader sees a whole file or none. Manifests and counters
+are checksummed JSON documents (``runtime.statefile``). A checkpoint counts only once its ``_COMPLETE``
+manifest exists; ``prune`` deletes a checkpoint's folder (on S3, every object under its prefix) after the
+newer manifest is written, so a half-deleted checkpoint is never the newest complete one, and a manifest
+whose snapshots are partly gone fails ``select``'s verification (each missing object named).
 
 **The commit horizon** ``H`` (in the counters) is the last checkpoint whose output sinks may commit; it only
 grows. When checkpoint ``c`` completes, ``H`` becomes the complete checkpoint before ``c`` (the one ``c``'s
@@ -29,15 +34,20 @@ manifest and snapshot file decodes and passes its checksums, each operator accep
 — with the damaged ones skipped (each a ``CheckpointCorruptError`` naming its file). With none left, a job
 whose horizon is 0 (no output ever committed) starts from scratch, which is exactly-once; any other job
 fails with ``CheckpointCorruptError``.
+
+**Two drivers of one job** must not run at once (each would fail the other's tasks' writes to the output
+parts). The counters are the store's one read-modify-write: on S3 the first copy (``master.json``) is
+written with ``If-Match`` on the ETag read (``If-None-Match: *`` when it did not exist), so when a second
+driver starts (its ``next_generation`` updates the counters) the first one fails with ``CheckpointError``
+("another driver … changed its counters") at its next trigger or completion, before it lets a sink commit
+anything more; of two drivers updating at the same moment exactly one wins. On the local disk there are no
+conditional writes: nothing fences a second driver (run one).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import struct
-import tempfile
 import time
 from typing import Any, Iterator
 
@@ -46,11 +56,12 @@ import pyarrow.compute as pc
 
 from eventlog import bundle
 
-from .channels import local_path
 from .errors import CheckpointCorruptError, CheckpointError, UnstorableStateError
 from .keygroups import groups_of_instance
 from .operators import Operator, StateCheck
-from .statefile import StateTypeError, encode_document, encode_snapshot, read_document, read_snapshot
+from .statefile import StateTypeError, decode_document, encode_document, encode_snapshot, read_document, read_snapshot
+from .statefs import LOCAL, StateFs, open_state_fs
+from .statefs import atomic_write as atomic_write  # noqa: F401 - re-exported (the local disk's atomic write)
 
 _log = logging.getLogger("runtime.state")
 
@@ -61,50 +72,34 @@ MAX_TASKS = 1 << 20
 """The most operator instances a manifest may declare (a larger count is damage)."""
 MAX_PARALLELISM = 1 << 16
 """The largest parallelism of one operator a manifest may declare."""
+MAX_COUNTERS_BYTES = 1 << 16
+"""The largest counters document read."""
 
 
-def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    try:
-        view = memoryview(data)
-        while view.nbytes:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    if sync:
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
-
-def read_bundles(path: str) -> Iterator[tuple[int, memoryview]]:
-    """``(message type, payload)`` of each single-message bundle in a staging file, reading one at a time."""
-    with open(path, "rb") as f:
+def read_bundles(path: str, fs: StateFs = LOCAL, size: int | None = None) -> Iterator[tuple[int, memoryview]]:
+    """``(message type, payload)`` of each single-message bundle in a staging file, reading one at a time;
+    ``size``: the file's size when known (checked), which bounds every length read from it."""
+    where = fs.display(path)
+    left = fs.size(path) if size is None else size
+    with fs.open_read(path) as f:
         while True:
             head = f.read(32)
             if not head:
                 return
             if len(head) < 32:
-                raise CheckpointError("torn bundle at the end of a staging file", path=path)
+                raise CheckpointError("torn bundle at the end of a staging file", path=where)
             raw = _HEADER.unpack(head)[5]
+            if raw > left - 32:     # bounded before anything is allocated for it
+                raise CheckpointError("torn bundle at the end of a staging file (it declares more bytes than the "
+                                      "file has)", path=where)
             body = f.read(raw)
             if len(body) < raw:
-                raise CheckpointError("torn bundle at the end of a staging file", path=path)
+                raise CheckpointError("torn bundle at the end of a staging file", path=where)
+            left -= 32 + raw
             try:
                 b = bundle.decode(head + body)
             except bundle.BundleError as e:
-                raise CheckpointError(f"bad bundle in a staging file: {e}", path=path) from None
+                raise CheckpointError(f"bad bundle in a staging file: {e}", path=where) from None
             for i in range(b.count):
                 yield int(b.types[i]), b.payload(i)
 
@@ -115,32 +110,48 @@ class CheckpointStore:
     def __init__(self, uri: str, job: str, *, create: bool = True) -> None:
         self.uri = uri
         self.job = job
-        self.root = os.path.join(os.path.abspath(local_path(uri)), job)
-        """The job's folder of checkpoints; ``create``: make it if missing (the driver does; a task must find it
-        where the driver made it, ``runtime.locations``)."""
+        self.fs, base = open_state_fs(uri)
+        """The filesystem the checkpoints live on (``runtime.statefs``: the local disk or S3)."""
+        self.root = self.fs.join(base, job)
+        """The job's folder of checkpoints, as a path of ``fs``; ``create``: make it if missing (the driver does; a
+        task must find it where the driver made it, ``runtime.locations``)."""
+        self.location = self.fs.display(self.root)
+        """The job's folder as a location (a local path, or ``s3://bucket/prefix/job``): what errors name, and
+        where operators find it (``OperatorContext.checkpoint_dir``)."""
         if create:
-            os.makedirs(self.root, exist_ok=True)
+            self.fs.make_dirs(self.root)
+        self._counters_version: str | None = None
+        """The version (S3: the ETag) of the counters this store last wrote: another one when it reads them
+        means another driver wrote them since (``_write_master``)."""
 
     def _chk(self, checkpoint: int) -> str:
-        return os.path.join(self.root, f"chk-{checkpoint:010d}")
+        return self.fs.join(self.root, f"chk-{checkpoint:010d}")
+
+    def _where(self, path: str) -> str:
+        return self.fs.display(path)
 
     # -- counters -------------------------------------------------------------------------------------
 
-    def _master(self) -> dict[str, int]:
-        """The counters: the larger of each field over the copies that verify (a damaged copy is logged
-        and the ids move one further, in case it was the newer one); raises ``CheckpointCorruptError``
-        when no copy verifies and the job has checkpoint files (its ids and horizon are unknown)."""
+    def _master(self) -> tuple[dict[str, int], str | None]:
+        """The counters and the version of their first copy (its ETag on S3; None when it is absent or on the
+        local disk): the larger of each field over the copies that verify (a damaged copy is logged and the
+        ids move one further, in case it was the newer one); raises ``CheckpointCorruptError`` when no copy
+        verifies and the job has checkpoint files (its ids and horizon are unknown)."""
         good: list[dict[str, int]] = []
         errors: list[CheckpointCorruptError] = []
+        version = None
         for name in _MASTER:
-            path = os.path.join(self.root, name)
-            if not os.path.exists(path):
-                continue
+            path = self.fs.join(self.root, name)
             try:
-                body = read_document(path, "counters", limit=1 << 16)
+                data, v = self.fs.read_versioned(path, MAX_COUNTERS_BYTES)
+                if name == _MASTER[0]:
+                    version = v
+                if data is None:
+                    continue
+                body = decode_document(data, "counters", self._where(path))
                 if not all(type(body.get(k)) is int and body[k] >= 0 for k in ("generation", "checkpoint", "horizon")):
                     raise CheckpointCorruptError("job counters are not {generation, checkpoint, horizon} ints",
-                                                 path=path)
+                                                 path=self._where(path))
                 good.append(body)
             except CheckpointCorruptError as e:
                 errors.append(e)
@@ -149,59 +160,70 @@ class CheckpointStore:
                 raise errors[0] if errors else CheckpointCorruptError(
                     "the job's counters are missing, yet it has checkpoint files (its ids and commit horizon are "
                     "unknown; remove the job's checkpoint directory to start over)",
-                    path=os.path.join(self.root, _MASTER[0]))
-            return {"generation": 0, "checkpoint": 0, "horizon": 0}
+                    path=self._where(self.fs.join(self.root, _MASTER[0])))
+            return {"generation": 0, "checkpoint": 0, "horizon": 0}, version
         m = {k: max(b[k] for b in good) for k in ("generation", "checkpoint", "horizon")}
         if errors:
             _log.warning("job %s: %s; using the other copy", self.job, errors[0])
             m["generation"] += 1
             m["checkpoint"] += 1
-        return m
+        return m, version
 
     def _has_checkpoint_files(self) -> bool:
-        return any(n.startswith("chk-") or n in ("LATEST", "staging") for n in os.listdir(self.root))
+        return any(n.startswith("chk-") or n in ("LATEST", "staging") for n in self.fs.list(self.root))
 
-    def _write_master(self, m: dict[str, int], sync: bool = True) -> None:
+    def _write_master(self, m: dict[str, int], version: str | None, sync: bool = True) -> None:
+        """Save the counters read at ``version``. On S3 the first copy is a conditional write on that version,
+        and a version other than the one this store last wrote means another driver wrote them in between:
+        either way ``CheckpointError`` (the module doc, "Two drivers")."""
         data = encode_document("counters", m)
-        for name in _MASTER:
-            atomic_write(os.path.join(self.root, name), data, sync=sync)
+        first = self.fs.join(self.root, _MASTER[0])
+        mine = self._counters_version
+        ok, new = (False, None) if mine is not None and version != mine else self.fs.replace(first, data, version,
+                                                                                             sync=sync)
+        if not ok:
+            raise CheckpointError(f"another driver of job {self.job!r} changed its counters since this one wrote "
+                                  f"them: two drivers run the job at once (this one stops; only one may run it)",
+                                  path=self._where(first))
+        self._counters_version = new
+        self.fs.write(self.fs.join(self.root, _MASTER[1]), data, sync=sync)
 
     def next_generation(self) -> int:
         """A generation number never used before by this job (persisted)."""
-        m = self._master()
+        m, version = self._master()
         m["generation"] += 1
-        self._write_master(m)
+        self._write_master(m, version)
         return m["generation"]
 
     def last_checkpoint_id(self) -> int:
         """The largest checkpoint id ever handed out."""
-        return self._master()["checkpoint"]
+        return self._master()[0]["checkpoint"]
 
     def reserve_checkpoint(self, checkpoint: int) -> None:
         """Record that ``checkpoint`` was triggered (ids are never reused, even after a failure)."""
-        m = self._master()
+        m, version = self._master()
         if checkpoint > m["checkpoint"]:
             m["checkpoint"] = checkpoint
-            self._write_master(m, sync=False)
+            self._write_master(m, version, sync=False)
 
     def commit_horizon(self) -> int:
         """The last checkpoint whose output sinks may have committed (0: none; see the module doc)."""
-        return self._master()["horizon"]
+        return self._master()[0]["horizon"]
 
     def advance_horizon(self, checkpoint: int) -> int:
         """Let sinks commit output up to ``checkpoint`` (saved, fsynced, before any task is told); returns
         the horizon, which never moves back."""
-        m = self._master()
+        m, version = self._master()
         if checkpoint > m["horizon"]:
             m["horizon"] = checkpoint
-            self._write_master(m)
+            self._write_master(m, version)
         return m["horizon"]
 
     # -- task snapshots -------------------------------------------------------------------------------
 
     def task_path(self, checkpoint: int, node: str, index: int) -> str:
         """Where a task's snapshot of ``checkpoint`` lives."""
-        return os.path.join(self._chk(checkpoint), f"{node}-{index:05d}.state")
+        return self.fs.join(self._chk(checkpoint), f"{node}-{index:05d}.state")
 
     def save_task(self, checkpoint: int, node: str, index: int, snapshot: dict[str, Any]) -> int:
         """Write a task's snapshot atomically; returns its size in bytes. Raises ``UnstorableStateError``
@@ -211,15 +233,16 @@ class CheckpointStore:
         except StateTypeError as e:
             raise UnstorableStateError(f"operator {node!r} keeps state of type {e.type_name} (at {e.where}), which "
                                        f"a checkpoint cannot store") from None
-        os.makedirs(self._chk(checkpoint), exist_ok=True)
-        atomic_write(self.task_path(checkpoint, node, index), data)
+        self.fs.make_dirs(self._chk(checkpoint))
+        self.fs.write(self.task_path(checkpoint, node, index), data)
         return len(data)
 
     def load_task(self, checkpoint: int, node: str, index: int) -> dict[str, Any]:
         """A task's snapshot of a complete checkpoint, keyed tables as lists (see ``restore``); raises
         ``CheckpointCorruptError`` naming the file when it is missing, damaged or not this task's."""
         path = self.task_path(checkpoint, node, index)
-        snap = read_snapshot(path)
+        snap = read_snapshot(path, fs=self.fs)
+        path = self._where(path)
         ok = (isinstance(snap, dict) and snap.get("checkpoint") == checkpoint and snap.get("node") == node
               and snap.get("index") == index and type(snap.get("finished")) is bool
               and all(isinstance(snap.get(k), dict) and all(isinstance(c, str) and type(v) is int and v >= 0
@@ -246,14 +269,15 @@ class CheckpointStore:
     def complete(self, manifest: dict[str, Any]) -> None:
         """Mark a checkpoint complete (every task's snapshot is written) and make it the latest."""
         data = encode_document("manifest", manifest)
-        atomic_write(os.path.join(self._chk(manifest["checkpoint"]), _MANIFEST), data)
-        atomic_write(os.path.join(self.root, "LATEST"), data)
+        self.fs.write(self.fs.join(self._chk(manifest["checkpoint"]), _MANIFEST), data)
+        self.fs.write(self.fs.join(self.root, "LATEST"), data)
 
     def manifest(self, checkpoint: int) -> dict[str, Any]:
         """The manifest of complete checkpoint ``checkpoint``; raises ``CheckpointCorruptError`` naming the
         file when it is missing, damaged or declares impossible values."""
-        path = os.path.join(self._chk(checkpoint), _MANIFEST)
-        m = read_document(path, "manifest")
+        path = self.fs.join(self._chk(checkpoint), _MANIFEST)
+        m = read_document(path, "manifest", fs=self.fs)
+        path = self._where(path)
         par = m.get("parallelism")
         ok = (m.get("checkpoint") == checkpoint and type(m.get("generation")) is int
               and type(m.get("key_groups")) is int and m["key_groups"] >= 1 and type(m.get("final")) is bool
@@ -272,27 +296,27 @@ class CheckpointStore:
     def checkpoints(self) -> list[int]:
         """Ids of the checkpoint directories present (complete or not)."""
         out = []
-        for name in os.listdir(self.root):
+        for name in self.fs.list(self.root):
             if name.startswith("chk-") and name[4:].isdigit():
                 out.append(int(name[4:]))
         return sorted(out)
 
     def is_complete(self, checkpoint: int) -> bool:
         """True when checkpoint ``checkpoint`` has its manifest."""
-        return os.path.exists(os.path.join(self._chk(checkpoint), _MANIFEST))
+        return self.fs.exists(self.fs.join(self._chk(checkpoint), _MANIFEST))
 
     def remove_before(self, checkpoint: int) -> None:
         """Delete every checkpoint before ``checkpoint`` (complete or not)."""
         for c in self.checkpoints():
             if c < checkpoint:
-                shutil.rmtree(self._chk(c), ignore_errors=True)
+                self.fs.remove_tree(self._chk(c))
 
     def prune(self, latest: int, horizon: int) -> None:
         """Delete the checkpoints no restore can use once ``latest`` is complete: all before it but the
         horizon (the one to fall back to); later ones (in flight) stay."""
         for c in self.checkpoints():
             if c < latest and c != horizon:
-                shutil.rmtree(self._chk(c), ignore_errors=True)
+                self.fs.remove_tree(self._chk(c))
 
     # -- verifying and choosing -----------------------------------------------------------------------
 
@@ -307,7 +331,8 @@ class CheckpointStore:
                 continue
             for i in range(parallelism):
                 snap = self.load_task(c, node, i)
-                op.verify_state(snap.get("state"), StateCheck(node, self.task_path(c, node, i), self.root, horizon))
+                op.verify_state(snap.get("state"), StateCheck(node, self._where(self.task_path(c, node, i)),
+                                                              self.location, horizon))
 
     def select(self, operators: dict[str, Operator]) -> tuple[dict[str, Any] | None, list[CheckpointCorruptError]]:
         """Where the next generation restores from (see the module doc): ``(manifest, skipped)``, the
@@ -318,7 +343,7 @@ class CheckpointStore:
         hint = self._latest_hint()
         if hint is not None and (not done or hint > done[-1]) and hint >= horizon:
             skipped.append(CheckpointCorruptError(f"LATEST names checkpoint {hint}, which has no manifest",
-                                                  path=os.path.join(self._chk(hint), _MANIFEST)))
+                                                  path=self._where(self.fs.join(self._chk(hint), _MANIFEST))))
         for c in reversed(done):
             if c < horizon:
                 break
@@ -334,18 +359,18 @@ class CheckpointStore:
             return None, skipped          # no output was ever committed: a fresh start is exactly-once
         if not skipped:
             raise CheckpointCorruptError(f"no complete checkpoint at or after checkpoint {horizon}, whose output "
-                                         f"sinks may have committed", path=self.root)
+                                         f"sinks may have committed", path=self.location)
         why = "; ".join(str(e) for e in skipped)
         raise CheckpointCorruptError(f"no usable checkpoint at or after checkpoint {horizon} (sinks may have "
                                      f"committed its output, so the job cannot go further back): {why}",
                                      path=skipped[0].path)
 
     def _latest_hint(self) -> int | None:
-        path = os.path.join(self.root, "LATEST")
-        if not os.path.exists(path):
+        path = self.fs.join(self.root, "LATEST")
+        if not self.fs.exists(path):
             return None
         try:
-            c = self.manifest_at(path).get("checkpoint")
+            c = read_document(path, "manifest", fs=self.fs).get("checkpoint")
         except CheckpointCorruptError as e:   # only a copy for people: the checkpoints themselves decide
             _log.warning("job %s: %s (ignored; it is rewritten at the next checkpoint)", self.job, e)
             return None
@@ -380,8 +405,8 @@ class CheckpointStore:
                     merged["keyed"].setdefault(name, []).append(t.filter(pc.is_in(t.column("group"), groups)))
             parts = st.get("parts") or {}
             if not isinstance(parts, dict):
-                raise CheckpointCorruptError("snapshot's 'parts' is not a map", path=self.task_path(
-                    manifest["checkpoint"], node, i))
+                raise CheckpointCorruptError("snapshot's 'parts' is not a map", path=self._where(self.task_path(
+                    manifest["checkpoint"], node, i)))
             for p, v in parts.items():
                 if type(p) is int and p % parallelism == index:
                     merged["parts"][p] = v

@@ -338,9 +338,12 @@ def read_bounded(path: str, limit: int) -> bytes:
     return data
 
 
-def read_snapshot(path: str, *, limit: int = MAX_STATE_BYTES) -> Any:
-    """The document of the task snapshot file at ``path`` (``decode_snapshot``)."""
-    return decode_snapshot(read_bounded(path, limit), path)
+def read_snapshot(path: str, *, limit: int = MAX_STATE_BYTES, fs: Any = None) -> Any:
+    """The document of the task snapshot file at ``path`` (``decode_snapshot``), on the local disk or on ``fs``
+    (a ``runtime.statefs`` filesystem; errors name ``fs.display(path)``)."""
+    if fs is None:
+        return decode_snapshot(read_bounded(path, limit), path)
+    return decode_snapshot(fs.read(path, limit), fs.display(path))
 
 
 # -- JSON documents --------------------------------------------------------------------------------------
@@ -387,6 +390,9 @@ def decode_document(data: bytes, kind: str, path: str) -> dict[str, Any]:
     return body
 
 
-def read_document(path: str, kind: str, *, limit: int = MAX_DOCUMENT_BYTES) -> dict[str, Any]:
-    """The body of the checkpoint JSON document of ``kind`` at ``path`` (``decode_document``)."""
-    return decode_document(read_bounded(path, limit), kind, path)
+def read_document(path: str, kind: str, *, limit: int = MAX_DOCUMENT_BYTES, fs: Any = None) -> dict[str, Any]:
+    """The body of the checkpoint JSON document of ``kind`` at ``path`` (``decode_document``), on the local
+    disk or on ``fs`` (``read_snapshot``)."""
+    if fs is None:
+        return decode_document(read_bounded(path, limit), kind, path)
+    return decode_document(fs.read(path, limit), kind, fs.display(path))

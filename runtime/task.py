@@ -174,7 +174,7 @@ class TaskRunner:
         self._store = CheckpointStore(self.checkpoints_uri, self.plan.name, create=self.run_token is None)
         self._channels = open_channel_store(self.channels_uri, self.plan.name)
         if self.run_token is not None:     # fail now, not hang, when this host does not see the driver's folders
-            check_mark(self._store.root, self.generation, self.run_token, what="checkpoint store",
+            check_mark(self._store.location, self.generation, self.run_token, what="checkpoint store",
                        uri=self.checkpoints_uri, task=self.key)
             self._channels.check_mark(self.generation, self.run_token, task=self.key)
         restores: list[dict[str, Any]] = [{} for _ in chain]
@@ -220,13 +220,13 @@ class TaskRunner:
             if k == 0 and spec.kind == SOURCE:
                 emit = self._counting(emit)
             ctx = OperatorContext(self.plan.name, name, spec.index, spec.parallelism, self.plan.key_groups,
-                                  self.generation, self._store.root, emit, {"faults": self.faults},
+                                  self.generation, self._store.location, emit, {"faults": self.faults},
                                   commit_horizon=start_horizon)
             state = restores[k].get("state")
             if self.manifest is not None:
-                where = (self._store.task_path(self._restored_id, name, spec.index) if not restores[k].get("rescaled")
-                         else os.path.dirname(self._store.task_path(self._restored_id, name, spec.index)))
-                op.verify_state(state, StateCheck(name, where, self._store.root, start_horizon))
+                path = self._store.task_path(self._restored_id, name, spec.index)
+                where = self._store.fs.display(path if not restores[k].get("rescaled") else os.path.dirname(path))
+                op.verify_state(state, StateCheck(name, where, self._store.location, start_horizon))
             if state is not None:
                 state = dict(state)
                 state.setdefault("checkpoint", self._restored_id)
