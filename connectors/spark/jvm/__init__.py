@@ -1,0 +1,313 @@
+"""The JVM-side Spark tap: capture every row of a DataFrame inside Spark's JVM, without a Python worker.
+
+``jvm_tap(df, log_uri, stream, time=…, time_type=…)`` has the semantics of ``capture.tap.tap`` — same rows
+and schema; each Spark partition becomes one part of ``stream`` (Messages per time, then the Progress that
+finishes the part); each task attempt stages its part under ``<log>/.staging`` and the first attempt that
+reads its whole partition publishes it by one atomic rename; the others keep nothing — but the rows never
+leave the JVM: ``queryExecution().toRdd()`` → ``mapPartitionsWithIndex`` (Java, ``src/eventlog/spark``) →
+``internalCreateDataFrame``. Rows become Arrow batches through Spark's own ``ArrowWriter`` and are written as
+format 2.0 segments (FORMAT.md §3.4, §4.1), with their index (§3.2), exactly as the Python writer writes them.
+
+**Where it runs, and where it does not.** Local file logs of format 2.x, the Arrow encoding, classic (not
+Connect) sessions of the Spark versions in ``SUPPORTED_SPARK``, a JDK (``javac``) on the driver, and
+columns whose Arrow type (the stream header's) Spark's ``ArrowWriter`` writes. Anything else raises
+:class:`JvmTapUnavailable`, naming why, *before anything is written*, so that the caller can fall back to the
+Python tap.
+
+**Building and loading.** The Java sources are compiled on first use against the jars of the installed
+pyspark (``javac --release 17``; no jar is committed) into ``~/.cache/eventlog/jvm/<pyspark version>-<source
+hash>/eventlog-spark-tap.jar`` (``$EVENTLOG_JVM_CACHE`` or ``$XDG_CACHE_HOME/eventlog/jvm`` instead;
+``$EVENTLOG_JAVAC`` names the compiler). ``prepare(spark)`` (run by ``jvm_tap``) adds the jar to a running
+session: ``SparkContext.addJar`` ships it to executors (their task class loaders fetch it), and the driver's
+context class loader — the ``MutableURLClassLoader`` spark-submit gives the py4j threads — gets its URL, so
+py4j finds the classes. A session whose driver class loader cannot take URLs raises
+:class:`JvmTapUnavailable`: start it with ``spark.jars=<jar_path()>`` then.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import uuid
+import zipfile
+from typing import TYPE_CHECKING
+
+from eventlog.errors import EventLogError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SUPPORTED_SPARK = ("4.3",)
+"""``major.minor`` of the Spark versions the JVM tap is built and tested for (it uses Spark's internal
+``ArrowWriter``, ``QueryExecution.toRdd`` and ``classic.SparkSession.internalCreateDataFrame``). Others raise
+:class:`JvmTapUnavailable`."""
+
+EVENT_ROWS = 65536
+"""Records of one Messages event at most (fewer once a time's buffered Arrow data reaches ``EVENT_BYTES``)."""
+EVENT_BYTES = 16 << 20
+"""Buffered Arrow bytes of one time at which its records are written as one event."""
+
+JAR_NAME = "eventlog-spark-tap.jar"
+SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "src")
+_lock = threading.Lock()
+
+
+class JvmTapUnavailable(EventLogError):
+    """The JVM tap cannot capture this DataFrame here (no JDK, an unsupported Spark version, a log, encoding
+    or column type it does not write): nothing was written; use the Python tap (``capture.tap``)."""
+
+
+# -- building --------------------------------------------------------------------------------------------
+
+
+def _sources() -> list[str]:
+    out = []
+    for d, _, names in os.walk(SOURCES):
+        out.extend(os.path.join(d, n) for n in names if n.endswith(".java"))
+    return sorted(out)
+
+
+def source_hash() -> str:
+    """A hash of the Java sources (names and contents): a change makes a new build."""
+    h = hashlib.sha256()
+    for path in _sources():
+        h.update(os.path.relpath(path, SOURCES).encode() + b"\0")
+        with open(path, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _pyspark() -> tuple[str, str]:
+    """``(version, jars folder)`` of the installed pyspark (JvmTapUnavailable without one)."""
+    try:
+        import pyspark
+    except ImportError:
+        raise JvmTapUnavailable("pyspark is not installed") from None
+    jars = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "jars")
+    if not os.path.isdir(jars):
+        raise JvmTapUnavailable(f"pyspark {pyspark.__version__} has no jars folder ({jars}) to compile against")
+    return pyspark.__version__, jars
+
+
+def check_spark_version(version: str) -> None:
+    """JvmTapUnavailable unless Spark ``version`` (``"4.3.0"``) is one the JVM tap supports."""
+    major_minor = ".".join(version.split(".")[:2])
+    if major_minor not in SUPPORTED_SPARK:
+        raise JvmTapUnavailable(f"Spark {version} is not supported by the JVM tap (it uses Spark internals; "
+                                f"supported: {', '.join(SUPPORTED_SPARK)})")
+
+
+def cache_dir() -> str:
+    """Where built jars are kept (outside the repository)."""
+    explicit = os.environ.get("EVENTLOG_JVM_CACHE")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "eventlog", "jvm")
+
+
+def find_javac() -> str:
+    """The Java compiler: ``$EVENTLOG_JAVAC``, ``$JAVA_HOME/bin/javac`` or ``javac`` on the PATH."""
+    explicit = os.environ.get("EVENTLOG_JAVAC")
+    if explicit:
+        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+            raise JvmTapUnavailable(f"EVENTLOG_JAVAC={explicit} is not an executable Java compiler")
+        return explicit
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "javac"), os.X_OK):
+        return os.path.join(home, "bin", "javac")
+    found = shutil.which("javac")
+    if found is None:
+        raise JvmTapUnavailable("no Java compiler (javac) found: install a JDK 17+ or set JAVA_HOME / EVENTLOG_JAVAC")
+    return found
+
+
+def jar_path(*, javac: str | None = None, cache: str | None = None) -> str:
+    """The JVM tap's jar for the installed pyspark, compiled now if not built yet (JvmTapUnavailable when it
+    cannot be: no JDK, or sources that do not compile against this Spark)."""
+    version, jars = _pyspark()
+    digest = source_hash()
+    folder = os.path.join(cache or cache_dir(), f"{version}-{digest}")
+    jar = os.path.join(folder, JAR_NAME)
+    if os.path.isfile(jar):
+        return jar
+    with _lock:
+        if os.path.isfile(jar):
+            return jar
+        compiler = javac or find_javac()
+        if not (os.path.isfile(compiler) and os.access(compiler, os.X_OK)):
+            raise JvmTapUnavailable(f"{compiler} is not an executable Java compiler")
+        os.makedirs(folder, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=".build-", dir=folder)
+        try:
+            classes = os.path.join(work, "classes")
+            os.makedirs(classes)
+            build = os.path.join(work, "Build.java")
+            with open(build, "w") as f:
+                f.write("package eventlog.spark;\n\n/** Generated at build time. */\nfinal class Build {\n"
+                        f"    static final String HASH = \"{digest}\";\n\n    private Build() {{\n    }}\n}}\n")
+            cmd = [compiler, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-cp", os.path.join(jars, "*"),
+                   "-d", classes, *_sources(), build]
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            except OSError as e:
+                raise JvmTapUnavailable(f"cannot run the Java compiler {compiler}: {e}") from None
+            if done.returncode != 0:
+                raise JvmTapUnavailable(f"the JVM tap does not compile against pyspark {version} ({compiler}):\n"
+                                        f"{(done.stderr or done.stdout)[-3000:]}")
+            tmp_jar = os.path.join(work, JAR_NAME)
+            with zipfile.ZipFile(tmp_jar, "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: eventlog\n\n")
+                for d, _, names in os.walk(classes):
+                    for n in sorted(names):
+                        p = os.path.join(d, n)
+                        z.write(p, os.path.relpath(p, classes))
+            os.replace(tmp_jar, jar)  # atomic: concurrent builders (other processes) each put a whole jar
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return jar
+
+
+# -- loading into a session ------------------------------------------------------------------------------
+
+
+def prepare(spark: "SparkSession", *, javac: str | None = None) -> object:
+    """Check the session's Spark version, build the jar if needed and load it into ``spark`` (once per
+    session); returns the py4j view of ``eventlog.spark.JvmTap``. JvmTapUnavailable when any step fails."""
+    jss = getattr(spark, "_jsparkSession", None)
+    if jss is None:
+        raise JvmTapUnavailable("the JVM tap needs a classic SparkSession (Spark Connect is not supported)")
+    check_spark_version(spark.version)
+    installed, _ = _pyspark()
+    if installed.split(".")[:2] != spark.version.split(".")[:2]:
+        raise JvmTapUnavailable(f"the session runs Spark {spark.version} but pyspark {installed} is installed (the "
+                                "JVM tap is compiled against the installed pyspark's jars)")
+    jar = jar_path(javac=javac)
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    name = "eventlog.spark.JvmTap"
+    if getattr(sc, "_eventlog_jvm_jar", None) != jar:
+        try:
+            cls = jvm.java.lang.Class.forName(name, True, loader)
+        except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError (ClassNotFoundException): not loaded yet
+            cls = None
+        if cls is None:
+            try:
+                url = jvm.java.io.File(jar).toURI().toURL()
+                loader.addURL(url)  # MutableURLClassLoader (spark-submit's): the driver and py4j see the classes
+            except Exception as e:  # noqa: BLE001 - a loader without addURL
+                raise JvmTapUnavailable(f"cannot add the JVM tap's jar to the driver's class loader ({e}); start "
+                                        f"the session with spark.jars={jar}") from None
+        sc._jsc.addJar(jar)  # executors fetch it with their next tasks
+        sc._eventlog_jvm_jar = jar
+    try:
+        built = jvm.eventlog.spark.JvmTap.build()
+    except Exception as e:  # noqa: BLE001
+        raise JvmTapUnavailable(f"the JVM tap's classes do not load in this session: {e}") from None
+    if built != source_hash():
+        raise JvmTapUnavailable(f"another build of the JVM tap ({built}) is loaded in this JVM; restart the session "
+                                "to load the current one")
+    return jvm.eventlog.spark.JvmTap
+
+
+# -- the tap ---------------------------------------------------------------------------------------------
+
+
+def jvm_tap(
+    df: "DataFrame",
+    log_uri: "str | os.PathLike[str]",
+    stream: str,
+    *,
+    time: object = None,
+    time_type: str | None = None,
+    encoding: str = "arrow",
+    replace: bool = False,
+) -> "DataFrame":
+    """``capture.tap.tap`` run inside the JVM: ``df`` with a capture tap (same rows, same schema); each
+    partition becomes one part of ``stream`` in the local file log at ``log_uri`` when a job runs. Raises
+    JvmTapUnavailable, having written nothing, where it cannot (see the module doc); the errors of the Python
+    tap (a streaming DataFrame, an existing stream, a bad time) otherwise."""
+    from pyspark.sql import DataFrame
+
+    from connectors.files.log import DEFAULT_SEGMENT_BYTES
+    from connectors.spark.schema import canonical_arrow_schema
+    from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
+    from connectors.spark.times import TimeSpec
+    from connectors.spark.uri import parse_stream_uri
+    from eventlog.encoding.arrow_file import ArrowFileCodec
+    from eventlog.header import StreamHeader
+    from eventlog.log import open_log
+
+    if df.isStreaming:
+        raise TypeError("tap() takes batch DataFrames; capture a streaming DataFrame with "
+                        "writeStream.format('eventlog') or foreachBatch(tap_batches(...))")
+    if encoding != "arrow":
+        raise JvmTapUnavailable(f"the JVM tap writes the arrow encoding, not {encoding!r}", stream=stream)
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise JvmTapUnavailable("the JVM tap needs a classic SparkSession (Spark Connect is not supported)")
+    target = parse_stream_uri(os.fspath(log_uri), stream)
+    if not target.is_local:
+        raise JvmTapUnavailable(f"the JVM tap writes local file logs, not {target.log_uri.split('?')[0]}",
+                                stream=stream)
+    log = open_log(target.log_uri)
+    version = getattr(log, "format_version", None)
+    if version is None or version[0] != 2:
+        raise JvmTapUnavailable(f"the JVM tap writes format 2.x file logs; this log creates streams of format "
+                                f"{version}", stream=stream)
+    schema = canonical_arrow_schema(df.schema, stream=stream)
+    spec = TimeSpec.parse(time, schema, time_type)
+    header = dataclasses.replace(StreamHeader(stream, 1, schema, spec.time_type, encoding), version=version)
+    codec = ArrowFileCodec(header)  # SchemaMismatchError for a _time/_seq column, as the Python tap's create
+    segment_schema = codec.schema.serialize().to_pybytes()
+    spark = df.sparkSession
+    jtap = prepare(spark)
+    why = jtap.unsupported(bytearray(segment_schema), jdf.schema())
+    if why is not None:
+        raise JvmTapUnavailable(f"the JVM tap cannot capture this DataFrame: {why}", stream=stream)
+
+    # from here on as capture.tap.tap: the stream, the pinned partition count, the header
+    if stream_exists(log, stream):
+        if not replace:
+            raise StreamExistsError(f"stream exists in {target.log_uri}; tap into a new stream name or pass "
+                                    "replace=True", stream=stream)
+        remove_stream(target)
+    qe = jdf.queryExecution()
+    rdd = qe.toRdd()  # for an adaptive plan this runs the stages below its last shuffle (as the Python tap)
+    peers = rdd.getNumPartitions()
+    created = log.create_stream(dataclasses.replace(header, peers=max(peers, 1), created=""))
+    if peers == 0:  # no partition, no task: the stream is one empty, finished part
+        from capture.capture import Capture
+
+        Capture(log, stream, 0, 1).close()
+        return df
+    staged = dataclasses.replace(created, peers=1, created="").to_json()
+    literal = "" if spec.literal is None else ",".join(
+        str(c) for c in (spec.literal if isinstance(spec.literal, tuple) else (spec.literal,)))
+    column = -1 if spec.column is None else schema.get_field_index(spec.column)
+    jvm = spark.sparkContext._jvm
+    tap_spec = jvm.eventlog.spark.TapSpec(
+        target.local_root, stream, uuid.uuid4().hex, peers, bytearray(segment_schema), bytearray(staged),
+        column, spec.time_type.arity, literal, DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
+    jds = jtap.tap(spark._jsparkSession, rdd, qe.analyzed().schema(), tap_spec)
+    return DataFrame(jds, spark)
+
+
+def available(spark: "SparkSession") -> "str | None":
+    """None when the JVM tap can run in ``spark`` (building and loading it now if needed), else why not."""
+    try:
+        prepare(spark)
+    except JvmTapUnavailable as e:
+        return e.reason
+    return None
+
+
+__all__ = ["EVENT_BYTES", "EVENT_ROWS", "SUPPORTED_SPARK", "JvmTapUnavailable", "available", "check_spark_version",
+           "jar_path", "jvm_tap", "prepare", "source_hash"]

@@ -1,0 +1,69 @@
+package eventlog.spark;
+
+import java.util.List;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import scala.reflect.ClassTag$;
+
+/** The driver side of the JVM tap, called from Python through py4j ({@code connectors/spark/jvm}). */
+public final class JvmTap {
+    private JvmTap() {
+    }
+
+    /** The hash of the sources this class was compiled from (to detect an older build loaded in this JVM). */
+    public static String build() {
+        return Build.HASH;
+    }
+
+    /**
+     * Null when tasks can capture rows of {@code sparkSchema} into segments of the schema in
+     * {@code schemaMessage} (Spark's ArrowWriter writes every column into the vector of its Arrow type),
+     * else why not.
+     */
+    public static String unsupported(byte[] schemaMessage, StructType sparkSchema) {
+        try {
+            Schema segment = EventEncoder.readSchema(schemaMessage);
+            List<Field> fields = segment.getFields();
+            List<Field> records = fields.subList(0, fields.size() - 2);
+            StructField[] spark = sparkSchema.fields();
+            if (records.size() != spark.length) {
+                return "the stream schema has " + records.size() + " columns, the DataFrame " + spark.length;
+            }
+            for (int i = 0; i < spark.length; i++) {
+                String arrow = ArrowUtils.fromArrowField(records.get(i)).catalogString();
+                String own = spark[i].dataType().catalogString();
+                if (!arrow.equals(own)) {
+                    return "column " + spark[i].name() + " of type " + own + " is stored as Arrow "
+                        + records.get(i).getType() + ", which Spark reads as " + arrow;
+                }
+            }
+            try (BufferAllocator alloc = ArrowUtils.rootAllocator().newChildAllocator("eventlog-tap-check", 0,
+                     Long.MAX_VALUE);
+                 VectorSchemaRoot root = VectorSchemaRoot.create(new Schema(records), alloc)) {
+                ArrowWriter.create(root);
+            }
+            return null;
+        } catch (Throwable t) {
+            return t.toString();
+        }
+    }
+
+    /** {@code rdd}'s rows as a DataFrame of {@code schema}, each partition captured when a job computes it. */
+    public static Dataset<Row> tap(SparkSession session, RDD<InternalRow> rdd, StructType schema, TapSpec spec) {
+        JavaRDD<InternalRow> rows = JavaRDD.fromRDD(rdd, ClassTag$.MODULE$.apply(InternalRow.class));
+        RDD<InternalRow> tapped = rows.mapPartitionsWithIndex(new PartTap(spec), true).rdd();
+        return session.internalCreateDataFrame(tapped, schema, false);
+    }
+}

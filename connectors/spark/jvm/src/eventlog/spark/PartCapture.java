@@ -1,0 +1,509 @@
+package eventlog.spark;
+
+import java.io.IOException;
+import java.nio.file.DirectoryNotEmptyException;
+import java.nio.file.FileVisitResult;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.security.SecureRandom;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.util.ArrowUtils;
+
+/**
+ * One task attempt's capture of its partition, as {@code connectors/spark/staging.py::PartStager} and
+ * {@code capture.Capture} do it: the records go into a staging log of the attempt's own
+ * ({@code <log>/.staging/<stream>/<job>/<partition>-<attempt>-<nonce>}, part 0 of a one-part stream), one
+ * Messages event per time per at most {@code eventRows} records, then one Progress event that retracts the
+ * minimum time (the part is finished); {@link #finish} seals the segment and publishes the staged part as
+ * part {@code partition} of the stream by one atomic rename (the first attempt to finish wins);
+ * {@link #discard} drops it.
+ */
+final class PartCapture {
+    static final String STAGING_DIR = ".staging";
+    /** Records of all times buffered at most before every time's records are written (as PartStager). */
+    static final int BUFFER_ROWS = 1 << 18;
+    /** Distinct times buffered at once at most: a new one beyond it writes every buffered time first. */
+    static final int MAX_OPEN_TIMES = 64;
+    private static final SecureRandom RANDOM = new SecureRandom();
+
+    private final TapSpec spec;
+    private final int partition;
+    private final Path stagingRoot;
+    private final Path stagedPart;
+    private final BufferAllocator alloc;
+    private final List<Field> segmentFields;
+    private final Schema recordSchema;
+    private final FieldVector timeVector;
+    private final BigIntVector seqVector;
+    private final PartFiles files;
+    private final EventEncoder encoder = new EventEncoder();
+    private final int timeWidth;
+    private final String timeName;
+
+    private final HashMap<Object, Buffer> pending = new HashMap<>();
+    private final ArrayDeque<Buffer> free = new ArrayDeque<>();
+    private final List<VectorSchemaRoot> all = new ArrayList<>();
+    private Buffer literal;
+    private Buffer last;
+    private long lastTime;
+    private int buffered;
+    long rows;
+    private boolean closed;
+
+    /** The records buffered for one time. */
+    private final class Buffer {
+        final VectorSchemaRoot root;
+        final ArrowWriter writer;
+        long[] time;
+        String json;
+        int rows;
+
+        Buffer() {
+            root = VectorSchemaRoot.create(recordSchema, alloc);
+            all.add(root);
+            writer = ArrowWriter.create(root);
+        }
+
+        void at(long[] t) {
+            time = t;
+            json = timeJson(t, spec.arity);
+        }
+    }
+
+    PartCapture(TapSpec spec, int partition, int attempt) throws IOException {
+        this.spec = spec;
+        this.partition = partition;
+        byte[] nonce = new byte[4];
+        RANDOM.nextBytes(nonce);
+        this.stagingRoot = Paths.get(spec.root, STAGING_DIR, spec.stream, spec.job,
+            partition + "-" + attempt + "-" + hex(nonce));
+        Path streamDir = stagingRoot.resolve(spec.stream);
+        this.stagedPart = streamDir.resolve("part=0");
+        Files.createDirectories(streamDir);
+        Files.write(streamDir.resolve("_header.json"), spec.stagedHeader);
+        Schema base = EventEncoder.readSchema(spec.schemaMessage);
+        this.segmentFields = base.getFields();
+        int n = segmentFields.size();
+        this.recordSchema = new Schema(segmentFields.subList(0, n - 2), base.getCustomMetadata());
+        byte[] writer = new byte[8];
+        RANDOM.nextBytes(writer);
+        Map<String, String> mark = new LinkedHashMap<>();
+        mark.put("eventlog.epoch", "1");
+        mark.put("eventlog.writer", hex(writer));
+        byte[] schemaMessage = EventEncoder.schemaMessage(base, mark);
+        this.alloc = ArrowUtils.rootAllocator().newChildAllocator("eventlog-tap-" + partition, 0, Long.MAX_VALUE);
+        boolean ok = false;
+        try {
+            this.timeVector = segmentFields.get(n - 2).createVector(alloc);
+            this.seqVector = (BigIntVector) segmentFields.get(n - 1).createVector(alloc);
+            this.files = new PartFiles(stagedPart, schemaMessage, spec.segmentBytes, spec.fsync);
+            if (spec.timeColumn >= 0) {
+                Field f = segmentFields.get(spec.timeColumn);
+                timeName = f.getName();
+                Field intField = spec.arity == 0 ? f : f.getChildren().get(0);
+                timeWidth = ((ArrowType.Int) intField.getType()).getBitWidth();
+            } else {
+                timeName = null;
+                timeWidth = 0;
+            }
+            ok = true;
+        } finally {
+            if (!ok) {
+                release();
+            }
+        }
+    }
+
+    static String hex(byte[] b) {
+        StringBuilder s = new StringBuilder(2 * b.length);
+        for (byte x : b) {
+            s.append(Character.forDigit((x >> 4) & 0xf, 16)).append(Character.forDigit(x & 0xf, 16));
+        }
+        return s.toString();
+    }
+
+    /** A time as JSON, the way Python's {@code json.dumps} writes it ({@code 7}, {@code [1, 2]}). */
+    static String timeJson(long[] t, int arity) {
+        if (arity == 0) {
+            return Long.toString(t[0]);
+        }
+        StringBuilder s = new StringBuilder("[");
+        for (int i = 0; i < t.length; i++) {
+            if (i > 0) {
+                s.append(", ");
+            }
+            s.append(t[i]);
+        }
+        return s.append(']').toString();
+    }
+
+    // -- times ---------------------------------------------------------------------------------------------
+
+    private long component(long v) {
+        if (v < 0) {
+            throw new IllegalArgumentException("time column '" + timeName + "': time " + v
+                + " is outside 0..2**63-1 (stream " + spec.stream + ", part " + partition + ")");
+        }
+        return v;
+    }
+
+    private long intTime(InternalRow row) {
+        int i = spec.timeColumn;
+        if (row.isNullAt(i)) {
+            throw new IllegalArgumentException("time column '" + timeName + "' has nulls (stream " + spec.stream
+                + ", part " + partition + ")");
+        }
+        switch (timeWidth) {
+            case 8: return component(row.getByte(i));
+            case 16: return component(row.getShort(i));
+            case 32: return component(row.getInt(i));
+            default: return component(row.getLong(i));
+        }
+    }
+
+    private long[] productTime(InternalRow row) {
+        int i = spec.timeColumn;
+        if (row.isNullAt(i)) {
+            throw new IllegalArgumentException("time column '" + timeName + "' has nulls (stream " + spec.stream
+                + ", part " + partition + ")");
+        }
+        ArrayData a = row.getArray(i);
+        if (a.numElements() != spec.arity) {
+            throw new IllegalArgumentException("time column '" + timeName + "' has arrays whose length is not "
+                + spec.arity + " (stream " + spec.stream + ", part " + partition + ")");
+        }
+        long[] t = new long[spec.arity];
+        for (int j = 0; j < t.length; j++) {
+            if (a.isNullAt(j)) {
+                throw new IllegalArgumentException("time column '" + timeName + "' has null components (stream "
+                    + spec.stream + ", part " + partition + ")");
+            }
+            switch (timeWidth) {
+                case 8: t[j] = component(a.getByte(j)); break;
+                case 16: t[j] = component(a.getShort(j)); break;
+                case 32: t[j] = component(a.getInt(j)); break;
+                default: t[j] = component(a.getLong(j));
+            }
+        }
+        return t;
+    }
+
+    private static final class Product {
+        final long[] t;
+        final int hash;
+
+        Product(long[] t) {
+            this.t = t;
+            this.hash = Arrays.hashCode(t);
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Product && Arrays.equals(t, ((Product) o).t);
+        }
+
+        @Override
+        public int hashCode() {
+            return hash;
+        }
+    }
+
+    private Buffer bufferFor(Object key, long[] t) throws IOException {
+        Buffer b = pending.get(key);
+        if (b == null) {
+            if (pending.size() >= MAX_OPEN_TIMES) {
+                flushAll();
+            }
+            b = free.isEmpty() ? new Buffer() : free.poll();
+            b.at(t);
+            pending.put(key, b);
+        }
+        return b;
+    }
+
+    // -- capture -------------------------------------------------------------------------------------------
+
+    void add(InternalRow row) throws IOException {
+        Buffer b;
+        if (spec.timeColumn < 0) {
+            if (literal == null) {
+                literal = new Buffer();
+                literal.at(spec.literal);
+            }
+            b = literal;
+        } else if (spec.arity == 0) {
+            long t = intTime(row);
+            if (last != null && t == lastTime) {
+                b = last;
+            } else {
+                b = bufferFor(t, new long[] {t});
+                last = b;
+                lastTime = t;
+            }
+        } else {
+            long[] t = productTime(row);
+            b = bufferFor(new Product(t), t);
+        }
+        b.writer.write(row);
+        b.rows++;
+        buffered++;
+        rows++;
+        if (b.rows >= spec.eventRows || ((b.rows & 1023) == 0 && b.writer.sizeInBytes() >= spec.eventBytes)) {
+            flush(b);
+        }
+        if (buffered >= BUFFER_ROWS) {
+            flushAll();
+        }
+    }
+
+    private static int compareTimes(long[] a, long[] b) {
+        for (int i = 0; i < a.length; i++) {
+            int c = Long.compare(a[i], b[i]);
+            if (c != 0) {
+                return c;
+            }
+        }
+        return 0;
+    }
+
+    /** Write every buffered time's records (in time order) and free the buffers. */
+    private void flushAll() throws IOException {
+        List<Buffer> times = new ArrayList<>(pending.values());
+        times.sort((x, y) -> compareTimes(x.time, y.time));
+        for (Buffer b : times) {
+            flush(b);
+            free.add(b);
+        }
+        pending.clear();
+        last = null;
+    }
+
+    private void fillTime(long[] t, int n) {
+        if (spec.arity == 0) {
+            BigIntVector v = (BigIntVector) timeVector;
+            v.reset();
+            for (int i = 0; i < n; i++) {
+                v.setSafe(i, t[0]);
+            }
+            v.setValueCount(n);
+            return;
+        }
+        ListVector v = (ListVector) timeVector;
+        v.reset();
+        BigIntVector items = (BigIntVector) v.getDataVector();
+        int k = t.length;
+        for (int i = 0; i < n; i++) {
+            v.startNewValue(i);
+            for (int j = 0; j < k; j++) {
+                items.setSafe(i * k + j, t[j]);
+            }
+            v.endValue(i, k);
+        }
+        items.setValueCount(n * k);
+        v.setValueCount(n);
+    }
+
+    /** One Messages event of the records buffered for {@code b}'s time. */
+    private void flush(Buffer b) throws IOException {
+        if (b.rows == 0) {
+            return;
+        }
+        b.writer.finish();
+        int n = b.root.getRowCount();
+        long seq = files.nextSeq();
+        fillTime(b.time, n);
+        seqVector.reset();
+        for (int i = 0; i < n; i++) {
+            seqVector.setSafe(i, seq);
+        }
+        seqVector.setValueCount(n);
+        List<FieldVector> vectors = new ArrayList<>(b.root.getFieldVectors());
+        vectors.add(timeVector);
+        vectors.add(seqVector);
+        VectorSchemaRoot event = new VectorSchemaRoot(segmentFields, vectors, n);
+        encoder.encode(event, true, new String[] {
+            "eventlog.seq", Long.toString(seq), "eventlog.kind", "messages", "eventlog.time", b.json,
+            "eventlog.ts", Long.toString(System.currentTimeMillis())});
+        files.append(encoder.out.buf, encoder.out.len, PartFiles.KIND_MESSAGES);
+        b.writer.reset();
+        buffered -= b.rows;
+        b.rows = 0;
+    }
+
+    private void progress() throws IOException {
+        long seq = files.nextSeq();
+        String minimum = timeJson(new long[Math.max(spec.arity, 1)], spec.arity);
+        try (VectorSchemaRoot empty = VectorSchemaRoot.create(new Schema(segmentFields), alloc)) {
+            empty.allocateNew();
+            empty.setRowCount(0);
+            encoder.encode(empty, false, new String[] {
+                "eventlog.seq", Long.toString(seq), "eventlog.kind", "progress",
+                "eventlog.updates", "[[" + minimum + ", -1]]",
+                "eventlog.ts", Long.toString(System.currentTimeMillis())});
+        }
+        files.append(encoder.out.buf, encoder.out.len, PartFiles.KIND_PROGRESS);
+    }
+
+    /**
+     * Write what is buffered and the Progress that finishes the part, seal it, and publish it as part
+     * {@code partition} of the stream. Returns false when another attempt published that part first (this
+     * attempt's staging is then dropped).
+     */
+    boolean finish() throws IOException {
+        try {
+            if (literal != null) {
+                flush(literal);
+            }
+            flushAll();
+            progress();
+            files.close();
+            return publish();
+        } finally {
+            closed = true;
+            files.abandon();
+            release();
+            removeStaging();
+        }
+    }
+
+    /** Drop the staged part (a failed attempt, or one whose output was not read to the end). */
+    void discard() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        try {
+            files.abandon();
+        } finally {
+            release();
+            removeStaging();
+        }
+    }
+
+    boolean isClosed() {
+        return closed;
+    }
+
+    private void release() {
+        for (VectorSchemaRoot r : all) {
+            r.close();
+        }
+        all.clear();
+        if (timeVector != null) {
+            timeVector.close();
+        }
+        if (seqVector != null) {
+            seqVector.close();
+        }
+        try {
+            alloc.close();
+        } catch (IllegalStateException e) {  // a leak report: the capture itself is done
+            System.err.println("eventlog JVM tap: " + e.getMessage());
+        }
+    }
+
+    // -- publishing ------------------------------------------------------------------------------------
+
+    static Path partDir(TapSpec spec, int part) {
+        return Paths.get(spec.root, spec.stream, "part=" + part);
+    }
+
+    /** Whether part {@code part} of the stream exists already (an earlier attempt or evaluation published it). */
+    static boolean published(TapSpec spec, int part) throws IOException {
+        Path dir = partDir(spec, part);
+        if (!Files.isDirectory(dir)) {
+            return false;
+        }
+        try (Stream<Path> names = Files.list(dir)) {
+            return names.anyMatch(p -> p.getFileName().toString().endsWith(".arrow"));
+        }
+    }
+
+    /** The atomic rename of {@code staging.py::_publish_by_rename}: fails when the part exists (not empty). */
+    private boolean publish() throws IOException {
+        Path dst = partDir(spec, partition);
+        try {
+            Files.move(stagedPart, dst, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            if (e instanceof DirectoryNotEmptyException || nonEmptyDir(dst)) {
+                return false;  // another attempt published this part first
+            }
+            throw e;
+        }
+        if (spec.fsync) {
+            PartFiles.syncDir(dst.getParent());  // the rename itself survives a crash
+        }
+        return true;
+    }
+
+    private static boolean nonEmptyDir(Path dir) {
+        if (!Files.isDirectory(dir)) {
+            return false;
+        }
+        try (Stream<Path> names = Files.list(dir)) {
+            return names.findAny().isPresent();
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    /** Remove this attempt's staging folder, then the staging folders above it that are left empty. */
+    private void removeStaging() {
+        deleteTree(stagingRoot);
+        Path parent = stagingRoot.getParent();
+        Path top = Paths.get(spec.root, STAGING_DIR);
+        while (parent != null && parent.startsWith(top)) {
+            try {
+                Files.delete(parent);  // only when empty: concurrent attempts keep their folders
+            } catch (IOException e) {
+                break;
+            }
+            parent = parent.getParent();
+        }
+    }
+
+    static void deleteTree(Path root) {
+        try {
+            Files.walkFileTree(root, new SimpleFileVisitor<Path>() {
+                @Override
+                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
+                    Files.deleteIfExists(file);
+                    return FileVisitResult.CONTINUE;
+                }
+
+                @Override
+                public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
+                    Files.deleteIfExists(dir);
+                    return FileVisitResult.CONTINUE;
+                }
+            });
+        } catch (NoSuchFileException ignored) {
+            // gone already
+        } catch (IOException e) {
+            System.err.println("eventlog JVM tap: could not remove staging folder " + root + ": " + e);
+        }
+    }
+}

@@ -1,0 +1,83 @@
+package eventlog.spark;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.util.Iterator;
+import java.util.NoSuchElementException;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.util.TaskCompletionListener;
+
+/**
+ * The function each partition of a JVM-tapped RDD runs: the rows pass through unchanged and are captured
+ * into the attempt's staging; the attempt that reads its whole partition publishes it (the first one
+ * wins); an attempt that fails or is not read to the end discards its staging. A partition whose part is
+ * published already (a retried or speculative task, a second action on the tapped DataFrame) passes its
+ * rows through and keeps nothing — as {@code capture/tap.py::_TapPartition}.
+ */
+public final class PartTap implements Function2<Integer, Iterator<InternalRow>, Iterator<InternalRow>> {
+    private static final long serialVersionUID = 1L;
+    private final TapSpec spec;
+
+    public PartTap(TapSpec spec) {
+        this.spec = spec;
+    }
+
+    @Override
+    public Iterator<InternalRow> call(Integer partition, Iterator<InternalRow> rows) throws IOException {
+        int part = partition;
+        if (part >= spec.peers) {
+            throw new IllegalStateException("the tapped DataFrame has more partitions than the " + spec.peers
+                + " the tap was created with (stream " + spec.stream + ", part " + part + ")");
+        }
+        if (PartCapture.published(spec, part)) {
+            return rows;
+        }
+        TaskContext ctx = TaskContext.get();
+        PartCapture capture = new PartCapture(spec, part, ctx == null ? 0 : ctx.attemptNumber());
+        if (ctx != null) {
+            ctx.addTaskCompletionListener(new TaskCompletionListener() {
+                @Override
+                public void onTaskCompletion(TaskContext context) {
+                    capture.discard();  // nothing when finished: a failure, or output not read to the end
+                }
+            });
+        }
+        return new Iterator<InternalRow>() {
+            private boolean done;
+
+            @Override
+            public boolean hasNext() {
+                if (rows.hasNext()) {
+                    return true;
+                }
+                if (!done) {
+                    done = true;
+                    try {
+                        capture.finish();  // false: another attempt published this partition first
+                    } catch (IOException e) {
+                        throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
+                            + " part " + part + ": " + e, e);
+                    }
+                }
+                return false;
+            }
+
+            @Override
+            public InternalRow next() {
+                if (!rows.hasNext()) {
+                    throw new NoSuchElementException();
+                }
+                InternalRow row = rows.next();
+                try {
+                    capture.add(row);
+                } catch (IOException e) {
+                    throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
+                        + " part " + part + ": " + e, e);
+                }
+                return row;
+            }
+        };
+    }
+}

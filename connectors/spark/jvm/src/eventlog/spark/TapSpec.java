@@ -1,0 +1,70 @@
+package eventlog.spark;
+
+import java.io.Serializable;
+
+/**
+ * What every task of one JVM tap needs to capture its partition (built on the driver by the Python side,
+ * shipped with the task): where the log is, the stream, the segment schema, the time, the sizes.
+ */
+public final class TapSpec implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    /** Root folder of the (local) file log. */
+    final String root;
+    /** The stream's name. */
+    final String stream;
+    /** This tap's id: the staging folder of its attempts is {@code <root>/.staging/<stream>/<job>}. */
+    final String job;
+    /** Parts of the stream (the tapped RDD's partition count). */
+    final int peers;
+    /**
+     * The Arrow IPC Schema message of the segment schema (the stream schema, then {@code _time} and
+     * {@code _seq}; FORMAT.md §4.1) without the writer mark, as pyarrow serialized it.
+     */
+    final byte[] schemaMessage;
+    /** The {@code _header.json} of the one-part staging stream each attempt writes into. */
+    final byte[] stagedHeader;
+    /** Index of the time column in the rows, or -1 for a literal time. */
+    final int timeColumn;
+    /** 0 for int64 times, K for product:K. */
+    final int arity;
+    /** The literal time's components (one for int64 times); empty with a time column. */
+    final long[] literal;
+    /** A segment is sealed and the next one started once it reached this many bytes. */
+    final long segmentBytes;
+    /** Records of one Messages event at most (fewer when {@link #eventBytes} is reached first). */
+    final int eventRows;
+    /** Buffered Arrow bytes of one time at which its records become an event. */
+    final long eventBytes;
+    /** Whether segments and indexes are fsync'ed before they are sealed and published. */
+    final boolean fsync;
+
+    public TapSpec(String root, String stream, String job, int peers, byte[] schemaMessage, byte[] stagedHeader,
+                   int timeColumn, int arity, String literal, long segmentBytes, int eventRows, long eventBytes,
+                   boolean fsync) {
+        this.root = root;
+        this.stream = stream;
+        this.job = job;
+        this.peers = peers;
+        this.schemaMessage = schemaMessage.clone();
+        this.stagedHeader = stagedHeader.clone();
+        this.timeColumn = timeColumn;
+        this.arity = arity;
+        if (literal == null || literal.isEmpty()) {
+            this.literal = new long[0];
+        } else {
+            String[] parts = literal.split(",");
+            this.literal = new long[parts.length];
+            for (int i = 0; i < parts.length; i++) {
+                this.literal[i] = Long.parseLong(parts[i].trim());
+            }
+        }
+        if (timeColumn < 0 && this.literal.length != Math.max(arity, 1)) {
+            throw new IllegalArgumentException("literal time " + literal + " does not have arity " + arity);
+        }
+        this.segmentBytes = segmentBytes;
+        this.eventRows = eventRows;
+        this.eventBytes = eventBytes;
+        this.fsync = fsync;
+    }
+}
