@@ -11,12 +11,18 @@ picks the count at run time, ``tap`` runs the stages below the last shuffle righ
 tapped DataFrame on their result: that work is not repeated when the job runs, and the count is exact.
 
 **Re-execution — each part is published once.** Every task attempt captures into its own staging folder
-and, having passed its *whole* partition through, publishes it atomically as part ``p``
-(``connectors.spark.staging``); an attempt that finds part ``p`` already published (a retried or
+and, having passed its *whole* partition through, publishes it at once as part ``p``
+(``connectors.spark.staging``: a rename on a local disk; on S3 a copy of its segment objects whose first put is
+a conditional create that exactly one attempt wins); an attempt that finds part ``p`` already published (a retried or
 speculative task, or the same tapped DataFrame evaluated by a second action) passes its rows through and
 keeps nothing. A task that fails, or whose output is not read to the end (``limit``, ``take``), discards its
 staging. So replay never sees duplicates or partial parts. What the log holds is the rows of the *first*
 complete evaluation of each partition: for deterministic jobs, exactly the rows of every evaluation.
+
+**Where.** ``log_uri`` is a local folder (every executor must see it: one machine, or a shared disk) or an
+object store URI (``s3://bucket/prefix``; the executors need the store's client settings, e.g.
+``spark.executorEnv.AWS_ENDPOINT_URL`` and the keys): tasks stage and publish there, the driver reads only
+headers, so executors need share no disk.
 
 **Streaming DataFrames** are captured per micro-batch: ``df.writeStream.format("eventlog")`` as the sink,
 or, to keep your own sink, ``foreachBatch(tap_batches(log_uri, stream, then=your_function))``.

@@ -13,11 +13,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from eventlog.errors import SchemaMismatchError
-from eventlog.log import open_log
 
 from .batch_read import BatchReader
 from .options import ReadOptions, WriteOptions
 from .schema import META_COLUMNS, canonical_arrow_schema, read_schema
+from .staging import read_header
 from .stream_read import StreamReader
 from .times import TimeSpec
 from .write import BatchWriter, MicroBatchWriter
@@ -36,7 +36,7 @@ class EventlogDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = ReadOptions.parse(self.options)
-        return read_schema(open_log(opts.target.log_uri).header(opts.target.stream))
+        return read_schema(read_header(opts.target))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(ReadOptions.parse(self.options), schema)

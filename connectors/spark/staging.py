@@ -2,21 +2,38 @@
 leaves duplicates visible to replay.
 
 Each task attempt captures its part into a *staging log* of its own, a folder below the target log's
-staging area (``<log>/.staging/<stream>/<job>/<partition>-<attempt>-<nonce>``), as part 0 of a one-part
+staging area (``<log>/.staging/<stream>/<job>/<partition>-<attempt>-<nonce>``, on the same storage as the log:
+the local disk, or the object store, so a task on any executor and the driver see it), as part 0 of a one-part
 stream with the target stream's name and schema. Nothing there is visible to readers of the target stream.
-A finished staged part is then **published** as part ``p`` of the target stream, all at once, or not at all:
+A finished staged part is then **published** as part ``p`` of the target stream, all at once, or not at all.
+How depends on where the log lives:
 
-* local file logs: one ``rename`` of the staged part folder to ``<stream>/part-<p>``. The rename fails when
-  the target part exists, so exactly one attempt publishes each part; the others discard their staging.
-* any other log (a ``pyarrow.fs`` filesystem today, Kafka later): the events are copied, in order and with
-  their sequence ids, through the log's part writer, which holds the part's writer lock; a part that
-  already has events belongs to another attempt. A copy cut short by a crash leaves the part unfinished,
-  so its times never become complete (never wrong, but stuck: rewrite the stream).
+* **local file logs**: one ``rename`` of the staged part folder to the target's part folder. The rename fails
+  when the target part exists, so exactly one attempt publishes each part; the others discard their staging.
+  Atomic: a crash leaves the part published or absent.
+* **object stores** (S3: file logs whose storage has no rename, ``Storage.objects``): the staged part's
+  segment objects are copied as they are (their bytes: nothing is decoded or re-encoded; a part holds no
+  part number, so the bytes of part 0 are those of part ``p``), in sequence order, each followed by its index.
+  The first segment is put with the store's exclusive create (S3: a conditional ``PutObject`` with
+  ``If-None-Match: *``): that is the fence — of attempts racing to publish part ``p`` exactly one creates it;
+  the others find it taken and keep nothing (``publish`` returns False). A staged part up to the log's
+  segment size (64 MiB of encoded events: the common case) is one segment, so its publish is one put: all or
+  nothing (its index follows; readers read around a missing index, the next writer rebuilds it). A larger
+  part is several segments, and a crash between their puts leaves a published *prefix*: readers see its events,
+  but the part's last event — the Progress that finishes it — is in its last segment, so the part stays
+  unfinished and its times never become complete. Never wrong, but stuck: the retried attempt finds part ``p``
+  taken and keeps nothing, so rewrite the stream (``mode("overwrite")``, ``tap(…, replace=True)``).
+* **any other log** (Kafka, or a target of another format version than the staging log): the events are
+  copied, in order and with their sequence ids, through the log's part writer. A part that already has
+  events, is locked, or whose writer is fenced at its first event belongs to another attempt. A copy cut short
+  by a crash leaves the part unfinished, as above.
 
 Who publishes: the batch writer's driver-side ``commit()`` publishes exactly the attempts Spark committed
 (one per partition) and removes the whole job's staging folder, including what failed or speculative
 attempts left; ``abort()`` removes it too. The tap has no driver-side commit, so the first attempt that
-reaches the end of its partition publishes it (see ``capture.tap``).
+reaches the end of its partition publishes it (see ``capture.tap``). An attempt whose process dies before it
+discards its staging leaves its folder behind, below ``.staging``, which readers never see: a batch write's
+commit removes it with the job's folder, a tap's stays until someone deletes ``<log>/.staging``.
 """
 
 from __future__ import annotations
@@ -25,22 +42,27 @@ import errno
 import os
 import shutil
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import WriterCommitMessage
 
 from capture import Capture
-from eventlog.errors import EventLogError, PartLockedError, StreamNotFoundError
+from eventlog.errors import ClusterUnavailableError, EventLogError, PartLockedError, StreamNotFoundError, \
+    WriterFencedError
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
 from eventlog.time import Time
 
+from connectors.files.layout import layout_for
+
 from .schema import conform
 from .times import TimeSpec
-from .uri import STAGING_DIR, StreamURI, staging_uri
+from .uri import STAGING_DIR, StorageUnavailableError, StreamURI, display_uri, parent_uri, staging_uri, \
+    storage_error
 
 
 class StreamExistsError(EventLogError, FileExistsError):
@@ -63,16 +85,40 @@ class StagedPart(WriterCommitMessage):
     @property
     def job_uri(self) -> str:
         """The staging folder of the whole write job (all its attempts)."""
-        return self.uri.rstrip("/").rpartition("/")[0]
+        return parent_uri(self.uri)
+
+
+@contextmanager
+def reaching(log_uri: str) -> Iterator[None]:
+    """Turn an object store that does not answer (the file log's ClusterUnavailableError, or an OSError that is
+    not a missing file) into a StorageUnavailableError naming the log, the endpoint and its setting."""
+    try:
+        yield
+    except StorageUnavailableError:
+        raise
+    except ClusterUnavailableError as e:
+        raise storage_error(e, log_uri) from None
+    except (EventLogError, FileNotFoundError):
+        raise
+    except OSError as e:
+        raise storage_error(e, log_uri) from None
 
 
 def stream_exists(log: Log, stream: str) -> bool:
     """True if ``log`` holds a stream named ``stream``."""
-    try:
-        log.header(stream)
-        return True
-    except StreamNotFoundError:
-        return False
+    with reaching(log.uri):
+        try:
+            log.header(stream)
+            return True
+        except StreamNotFoundError:
+            return False
+
+
+def read_header(target: StreamURI) -> StreamHeader:
+    """The header of ``target``'s stream (StreamNotFoundError, or StorageUnavailableError when its storage
+    cannot be reached)."""
+    with reaching(target.log_uri):
+        return open_log(target.log_uri).header(target.stream)
 
 
 def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -81,7 +127,8 @@ def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
 
 def remove_tree(uri: str) -> None:
     """Delete a folder of a file log (local or ``pyarrow.fs``) and everything in it; missing is fine.
-    Local staging folders left empty above it are removed too, up to the log's ``.staging``."""
+    Staging folders left empty above it are removed too, up to the log's ``.staging`` (on S3: the empty
+    folder marker objects pyarrow makes, one by one, never anything below them)."""
     target = uri[len("file://"):] if uri.startswith("file://") else uri
     if "://" not in target:
         shutil.rmtree(target, ignore_errors=True)
@@ -102,6 +149,29 @@ def remove_tree(uri: str) -> None:
     try:
         fs.delete_dir(path)
     except FileNotFoundError:
+        pass
+    if isinstance(fs, pafs.S3FileSystem):
+        _drop_staging_markers(uri, path)
+
+
+def _drop_staging_markers(uri: str, path: str) -> None:
+    """Delete the folder marker objects (``key/``, empty) of the staging folders above ``path``, up to the
+    log's ``.staging``: pyarrow makes them for every folder a writer creates and keeps a parent's after deleting
+    what is below it. Deleting a marker removes no other object, so a concurrent attempt's staging is safe."""
+    parts = path.split("/")
+    if STAGING_DIR not in parts[:-1]:
+        return
+    bucket, top = parts[0], parts.index(STAGING_DIR)
+    keys = ["/".join(parts[1:i]) + "/" for i in range(len(parts), top, -1) if i > 1]
+    from eventlog.log import open_log as _open
+
+    log = _open(uri)
+    client = getattr(getattr(log, "_st", None), "_s3", None)  # S3Storage's boto3 client (the s3 extra)
+    if client is None:
+        return
+    try:
+        client().delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+    except Exception:  # noqa: BLE001 - tidying only: a marker left behind is an empty object below .staging
         pass
 
 
@@ -187,11 +257,22 @@ def stage_all(stager: PartStager, batches: Iterable[pa.RecordBatch]) -> StagedPa
 
 
 def publish(staged_uri: str, target: StreamURI, part: int) -> bool:
-    """Make the staged part (part 0 of the stream in ``staged_uri``) part ``part`` of ``target``, at once.
-    Returns False, changing nothing in the target, if that part already exists (another attempt won)."""
-    if target.is_local:
-        return _publish_by_rename(staged_uri, target, part)
-    return _publish_by_copy(staged_uri, target, part)
+    """Make the staged part (part 0 of the stream in ``staged_uri``) part ``part`` of ``target``, at once
+    (see the module doc for what each storage promises). Returns False, changing nothing in the target, if that
+    part already exists (another attempt won)."""
+    with reaching(target.log_uri):
+        if target.is_local:
+            return _publish_by_rename(staged_uri, target, part)
+        staged, dest = open_log(staged_uri), open_log(target.log_uri)
+        if _objects(staged) and _objects(dest) and \
+                staged.header(target.stream).version[0] == dest.header(target.stream).version[0]:
+            return _publish_objects(staged, dest, target, part)
+        return _publish_by_copy(staged_uri, target, part)
+
+
+def _objects(log: Log) -> bool:
+    """Whether ``log`` is a file log on an object store (segments are whole objects; no rename)."""
+    return bool(getattr(getattr(log, "_st", None), "objects", False))
 
 
 def _publish_by_rename(staged_uri: str, target: StreamURI, part: int) -> bool:
@@ -217,22 +298,63 @@ def _publish_by_rename(staged_uri: str, target: StreamURI, part: int) -> bool:
     return True
 
 
+def _publish_objects(staged: Log, dest: Log, target: StreamURI, part: int) -> bool:
+    """Copy the staged part's segment objects, as they are, to part ``part`` of ``dest`` (both file logs on
+    object stores, one format version): the first segment by an exclusive create, which exactly one of racing
+    attempts wins; the rest after it. False when the part's first segment exists (another attempt won)."""
+    stream = target.stream
+    header = staged.header(stream)
+    layout = layout_for(header.version)
+    src_st, dst_st = staged._st, dest._st  # type: ignore[attr-defined]
+    src_dir = staged.part_path(stream, 0)  # type: ignore[attr-defined]
+    dst_dir = dest.part_path(stream, part)  # type: ignore[attr-defined]
+    names = set(src_st.list_dir(src_dir))
+    segments = []
+    for name in names:
+        got = layout.segment_first(name, header.encoding)
+        if got is not None:
+            if not got[1]:
+                raise EventLogError(f"staged part has a segment its writer did not seal: {name}", stream=stream,
+                                    part=part, path=src_st.join(src_dir, name))
+            segments.append(got[0])
+    if not segments:  # a finished staged part has at least its closing Progress
+        raise EventLogError(f"staged part {display_uri(staged.uri)} holds no segment", stream=stream, part=part)
+    for i, first in enumerate(sorted(segments)):
+        name = layout.sealed_name(first, header.encoding)
+        if not dst_st.create_exclusive(dst_st.join(dst_dir, name), src_st.read_file(src_st.join(src_dir, name))):
+            if i == 0:
+                return False  # another attempt published this part
+            raise EventLogError(f"segment {name} of the part appeared while this attempt published it (a writer "
+                                "outside Spark?)", stream=stream, part=part, seq=first)
+        index = layout.index_name(first)
+        if index in names:  # readers read around a missing index; a later writer rebuilds it
+            dst_st.write_file(dst_st.join(dst_dir, index), src_st.read_file(src_st.join(src_dir, index)))
+    return True
+
+
 def _publish_by_copy(staged_uri: str, target: StreamURI, part: int) -> bool:
     src = open_log(staged_uri)
     dst = open_log(target.log_uri)
     try:
         writer = dst.writer(target.stream, part)
-    except PartLockedError:
+    except PartLockedError:  # WriterFencedError included: another attempt holds the part
         return False
-    with writer:
-        if writer.next_seq > 1:
+    try:
+        with writer:
+            if writer.next_seq > 1:
+                return False
+            with src.reader(target.stream, 0) as reader:
+                for entry in reader:
+                    if writer.append(entry.event) != entry.seq:
+                        raise EventLogError("copy of a staged part lost its sequence ids", stream=target.stream,
+                                            part=part, seq=entry.seq)
+            writer.sync()
+    except WriterFencedError as e:
+        # on object stores there is no part lock: two attempts may both find the part empty, and the one whose
+        # first segment put comes second is fenced; it wrote nothing (a fence later on is not a lost race)
+        if e.seq == 1:
             return False
-        with src.reader(target.stream, 0) as reader:
-            for entry in reader:
-                if writer.append(entry.event) != entry.seq:
-                    raise EventLogError("copy of a staged part lost its sequence ids", stream=target.stream,
-                                        part=part, seq=entry.seq)
-        writer.sync()
+        raise
     return True
 
 

@@ -7,9 +7,13 @@ stream URI                                  log URI                      stream
 ``/tmp/cap/numbers``, ``cap/numbers``       ``/tmp/cap``, ``<cwd>/cap``  ``numbers``
 ``s3://bucket/logs/numbers``                ``s3://bucket/logs``         ``numbers``
 ``kafka://host:9092/prefix/numbers``        ``kafka://host:9092/prefix`` ``numbers``
+``s3://bucket/logs/numbers?scheme=http``    ``s3://bucket/logs?scheme=http``  ``numbers``
 ==========================================  ===========================  ============
 
-Relative paths are made absolute on the machine that plans the Spark query. ``memory://`` logs live inside
+The query of a URI that is not a local path (``s3://…?endpoint_override=host:port&scheme=http``, a Kafka URI's
+client settings) belongs to the log: it stays on the log URI, and the URIs made from it (the stream's, the
+staging folders') carry it after their path. Relative paths are made absolute on the machine that plans the
+Spark query. ``memory://`` logs live inside
 one process, and Spark reads and writes in other processes (its Python workers), so Spark refuses them.
 """
 
@@ -19,7 +23,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from eventlog.errors import InvalidURIError
+from eventlog.errors import ClusterUnavailableError, InvalidURIError
 from eventlog.header import check_stream_name
 
 STAGING_DIR = ".staging"
@@ -38,8 +42,8 @@ class StreamURI:
 
     @property
     def uri(self) -> str:
-        """The stream URI again (log URI + ``/`` + stream)."""
-        return f"{self.log_uri.rstrip('/')}/{self.stream}"
+        """The stream URI again (log URI + ``/`` + stream, before the log URI's query)."""
+        return join_uri(self.log_uri, self.stream)
 
     @property
     def is_local(self) -> bool:
@@ -72,6 +76,7 @@ def parse_stream_uri(uri: str, stream: str | None = None) -> StreamURI:
             f"{uri}: memory:// logs live inside one process, and Spark reads and writes in its Python worker "
             "processes; use a file log (file:///path/stream or a plain path)"
         )
+    query = ""
     if scheme in ("", "file"):
         path = parsed.path if scheme == "file" else uri
         if scheme == "file" and parsed.netloc not in ("", "localhost"):
@@ -79,7 +84,7 @@ def parse_stream_uri(uri: str, stream: str | None = None) -> StreamURI:
         path = os.path.abspath(path)
         log_uri = path if scheme == "" else f"file://{path}"
     else:
-        log_uri = uri
+        log_uri, query = split_query(uri)
     if stream is None:
         log_uri = log_uri.rstrip("/")
         head, sep, stream = log_uri.rpartition("/")
@@ -92,9 +97,65 @@ def parse_stream_uri(uri: str, stream: str | None = None) -> StreamURI:
         check_stream_name(stream)
     except ValueError as e:
         raise InvalidURIError(f"{uri}: {e}") from None
-    return StreamURI(log_uri, stream)
+    return StreamURI(log_uri + query, stream)
+
+
+def _has_query(uri: str) -> bool:
+    return urlparse(uri).scheme.lower() not in ("", "file")
+
+
+def split_query(uri: str) -> tuple[str, str]:
+    """``(uri without its query, "?query" or "")``; a local path keeps every character (``?`` is a file name's)."""
+    if not _has_query(uri):
+        return uri, ""
+    base, sep, query = uri.partition("?")
+    return base, sep + query
+
+
+def join_uri(log_uri: str, *names: str) -> str:
+    """``log_uri`` with ``names`` appended to its path (before its query)."""
+    base, query = split_query(log_uri)
+    return "/".join([base.rstrip("/"), *names]) + query
+
+
+def parent_uri(uri: str) -> str:
+    """The folder holding ``uri`` (its path's last segment dropped; the query kept)."""
+    base, query = split_query(uri)
+    return base.rstrip("/").rpartition("/")[0] + query
+
+
+def display_uri(uri: str) -> str:
+    """``uri`` without its query, for messages (a query may hold keys)."""
+    return split_query(uri)[0]
 
 
 def staging_uri(target: StreamURI, *names: str) -> str:
     """The URI of a folder below the log's staging area for ``target``'s stream (for staged parts)."""
-    return "/".join([target.log_uri.rstrip("/"), STAGING_DIR, target.stream, *names])
+    return join_uri(target.log_uri, STAGING_DIR, target.stream, *names)
+
+
+class StorageUnavailableError(ClusterUnavailableError, OSError):
+    """The storage a log lives on cannot be reached (an object store's endpoint down or wrong): names the log,
+    the endpoint and where the client's settings come from."""
+
+
+def storage_error(e: "OSError | ClusterUnavailableError", log_uri: str) -> StorageUnavailableError:
+    """A StorageUnavailableError for an error met reaching the log at ``log_uri`` (an OSError that is not a
+    missing file, or the file log's ClusterUnavailableError)."""
+    said = e.reason if isinstance(e, ClusterUnavailableError) else str(e)
+    reason = " ".join(said.split())[:600]
+    where = display_uri(log_uri)
+    scheme = urlparse(log_uri).scheme.lower()
+    if scheme in ("s3", "s3a"):
+        query = dict(p.split("=", 1) for p in split_query(log_uri)[1].lstrip("?").split("&") if "=" in p)
+        endpoint = query.get("endpoint_override")
+        source = "the URI's endpoint_override"
+        if endpoint is None:
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            source = "AWS_ENDPOINT_URL" if endpoint else "the AWS default (no AWS_ENDPOINT_URL set)"
+        hint = (f"; endpoint {endpoint or 'AWS S3'} (from {source}): check that the server runs and the "
+                "keys; on a cluster every executor needs the same settings (spark.executorEnv.AWS_ENDPOINT_URL, "
+                "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)")
+    else:
+        hint = ""
+    return StorageUnavailableError(f"cannot reach the storage of log {where}: {reason}{hint}")

@@ -26,6 +26,11 @@ re-executed micro-batch is recognised per part and time, so nothing is written t
   dropped (logged);
 * a time whose Messages event already follows the part's last Progress event was written by a commit that
   stopped half-way, and is not written again.
+
+Everything lives on the log's storage — staging and commit alike — so the sink works on ``s3://`` logs with
+executors that share no disk. There each part's share of a commit (its Messages and the Progress after them)
+is one segment object, put at once: a commit that stops half-way leaves some parts with the batch, whole, and
+the others without it, which the re-executed batch completes as above.
 """
 
 from __future__ import annotations
