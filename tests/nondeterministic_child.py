@@ -4,6 +4,9 @@ Every run picks a random run id and, for every time it sends, a random number of
 carries ``(run, t, i, n)``. It captures ``peers`` parts, interleaved, from each part's recovered frontier
 (no hand-written skipping of what an earlier run sent), and sends part of the next time's records before
 advancing (so a kill can land while a time's records are in the log but the time is not complete).
+
+With ``--wait`` after the arguments it imports what it needs and then waits for a line on stdin before it
+opens the log: the test starts the next run while the current one runs, so only the current one writes.
 """
 
 from __future__ import annotations
@@ -62,4 +65,9 @@ def main(uri: str, peers: int, times: int, pause: float) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[5:] == ["--wait"]:  # started ahead of its turn: imported, it waits for a line before it runs
+        if sys.argv[1].startswith("kafka://"):
+            import connectors.kafka.log  # noqa: F401
+        if not sys.stdin.readline():
+            sys.exit(0)  # never given its turn
     main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))

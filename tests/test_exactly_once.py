@@ -16,7 +16,6 @@ import uuid
 import pyarrow.parquet as pq
 import pytest
 
-from eventlog import open_log
 from replay import Replayer
 from tests.test_cli import replay_cli
 
@@ -24,29 +23,45 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nondeterminist
 PEERS, TIMES, KILLS = 2, 300, 22
 
 
+def _spawn(uri: str, env: dict) -> subprocess.Popen:
+    """A job A process that has started and imported what it needs, waiting for its turn (a line on stdin)
+    before it opens the log: the next run warms up while the current one runs, and only one of them writes."""
+    return subprocess.Popen([sys.executable, CHILD, uri, str(PEERS), str(TIMES), "0.008", "--wait"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def _run_killed(uri: str, seed: int) -> tuple[int, int]:
     """Run job A, SIGKILLing it at KILLS random moments, then let a last run finish. Returns (kills, runs)."""
     rnd = random.Random(seed)
     kills = runs = 0
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    while True:
-        runs += 1
-        child = subprocess.Popen([sys.executable, CHILD, uri, str(PEERS), str(TIMES), "0.008"], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if kills < KILLS:
-            child.stdout.readline()  # started: its captures are open
-            time.sleep(rnd.uniform(0.25, 0.9))
-            if child.poll() is None:
-                child.send_signal(signal.SIGKILL)
-                child.wait()
-                kills += 1
-                continue
-        out, err = child.communicate(timeout=120)
-        if child.returncode != 0:
-            raise AssertionError(f"job A failed (exit {child.returncode}):\n{err[-3000:]}")
-        if "done" in out:
-            return kills, runs
-        # it finished before the kill: every part was already done
+    spare = None
+    try:
+        while True:
+            runs += 1
+            child, spare = spare or _spawn(uri, env), None
+            child.stdin.write("go\n")  # its turn: the run before it is dead (or done)
+            child.stdin.flush()
+            if kills < KILLS:
+                child.stdout.readline()  # started: its captures are open
+                spare = _spawn(uri, env)
+                time.sleep(rnd.uniform(0.25, 0.9))
+                if child.poll() is None:
+                    child.send_signal(signal.SIGKILL)
+                    child.wait()
+                    child.stdin.close()
+                    kills += 1
+                    continue
+            out, err = child.communicate(timeout=120)
+            if child.returncode != 0:
+                raise AssertionError(f"job A failed (exit {child.returncode}):\n{err[-3000:]}")
+            if "done" in out:
+                return kills, runs
+            # it finished before the kill: every part was already done
+    finally:
+        if spare is not None:
+            spare.kill()
+            spare.communicate()
 
 
 def _check_times_part(by_time: dict[int, list[dict]]) -> None:
