@@ -1,6 +1,7 @@
 """The streaming runtime on a Spark standalone cluster (a master and two workers, separate executor JVMs on
 a shared disk; ``tests/_cluster.py``): the output equals the failure-free run's also after an executor JVM
-is SIGKILLed mid-job; the job master's control port refuses connections without the job's secret; slots
+is SIGKILLed mid-job — with folders on the shared disk, and with no local path at all (checkpoints, input and
+output on the S3 server, channels on Kafka); the job master's control port refuses connections without the job's secret; slots
 are the live executors' (not ``spark.default.parallelism``); bad locations are refused before the job
 starts, and a task that does not see the driver's folders fails at once instead of hanging."""
 
@@ -25,7 +26,7 @@ from runtime import (
     UnreachableLocationError,
 )
 from runtime.spark import driver_addresses, spark_failure_reason, spark_slots
-from tests.runtime.pipelines import expected_counts, read_counts, wordcount_job
+from tests.runtime.pipelines import COUNT_SCHEMA, events, expected_counts, read_counts, wordcount_job
 
 pytestmark = pytest.mark.spark
 pytest_plugins = ["tests._cluster"]   # the cluster_spark and spark_cluster fixtures
@@ -138,6 +139,81 @@ def test_runtime_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluste
     assert read_counts(out) == expected_counts(items=ITEMS)
 
 
+def _s3_keys(uri: str) -> list[str]:
+    """Every key under the ``s3://bucket/prefix`` ``uri``."""
+    import boto3
+
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def _capture_events(uri: str, parts: int = 4) -> None:
+    """``pipelines.events(ITEMS)`` captured as stream ``events`` of the log at ``uri`` (``parts`` parts)."""
+    from capture import Capture
+
+    gen = events(ITEMS)
+    schema = pa.schema([("word", pa.string()), ("n", pa.int64())])
+    for p in range(parts):
+        with Capture(uri, "events", worker=p, peers=parts, schema=schema) as cap:
+            last = None
+            for t, rows in gen(p, 0):
+                if last is not None and t != last:
+                    cap.advance_to(t)
+                cap.send(t, rows)
+                last = t
+
+
+def _slow_upper(r: dict) -> dict:
+    time.sleep(0.003)
+    return {"word": r["word"].upper(), "n": r["n"]}
+
+
+def _log_job(name: str, inp: str, out: str) -> Job:
+    """``wordcount_job``'s operators reading stream ``events`` of the log ``inp``: 7 operator instances."""
+    job = Job(name)
+    src = job.from_log(inp, "events", parallelism=2, name="source", poll_interval=0.05)
+    counts = src.map(_slow_upper, parallelism=1, name="upper").filter(lambda r: r["n"] % 5 != 0, name="keep").key_by(
+        "word").window(5).count(parallelism=2, name="count")
+    counts.to_log(out, "counts", schema=COUNT_SCHEMA, parallelism=1, parts=3, name="out")
+    return job
+
+
+@pytest.mark.kafka
+def test_runtime_on_object_storage_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket,
+                                                                       kafka_uri):
+    """No local path anywhere: the input log, the checkpoints (snapshots, manifests, counters, run marks, the
+    sink's staged epochs) and the output log live on the S3 server, the channels on Kafka. The executor JVM on
+    worker 1 is SIGKILLed once the first checkpoint is complete on S3; the restarted generation restores from
+    it, and the output equals the failure-free run's."""
+    inp, out, ck = f"{s3_bucket}/in", f"{s3_bucket}/out", f"{s3_bucket}/ck"
+    _capture_events(inp)
+    killed: list[str] = []
+
+    def kill_after_first_checkpoint() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any(k.endswith("/_COMPLETE") for k in _s3_keys(f"{ck}/s3kill/")):
+                break
+            time.sleep(0.05)
+        killed.append(spark_cluster.kill_executor(cluster_spark.sparkContext.applicationId, worker=1))
+
+    t = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
+    t.start()
+    result = _log_job("s3kill", inp, out).run(cluster_spark, channels=kafka_uri, checkpoints=ck,
+                                              checkpoint_interval=0.2, timeout=300)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert result.status == "finished" and result.restarts >= 1, result.failures
+    assert "ExecutorLostFailure" in result.failures[0], result.failures
+    assert result.restored_from[1] is not None                                # from the checkpoint on S3
+    assert read_counts(out) == expected_counts(items=ITEMS)
+    keys = _s3_keys(f"{ck}/s3kill/")
+    assert f"{ck.removeprefix('s3://').partition('/')[2]}/s3kill/master.json" in keys, keys
+    # no executor made a folder of an s3:// URI taken for a path
+    assert not glob.glob(os.path.join(spark_cluster.data, "worker-*", "work", "*", "*", "s3:*"))
+
+
 def test_slots_are_the_live_executors_and_too_few_fail_after_a_bounded_wait(cluster_spark, spark_cluster, tmp_path):
     assert cluster_spark.sparkContext.defaultParallelism == 32   # spark.default.parallelism: not task slots
     assert spark_slots(cluster_spark) == spark_cluster.slots == 8
@@ -172,7 +248,9 @@ def test_the_job_master_binds_the_drivers_bind_address_and_advertises_its_host()
 
 @pytest.mark.parametrize("where, value, words", [
     ("checkpoints", "ck", "relative path"),
-    ("checkpoints", "s3://bucket/ck", "on object storage are not supported yet"),
+    ("checkpoints", "gs://bucket/ck", r"checkpoints on object storage: s3:// only, gs:// is not supported"),
+    ("checkpoints", "s3://bucket/ck?endpoint_override=h:1", "take no options"),
+    ("channels", "s3://bucket/ch", "an object store cannot carry channels"),
     ("checkpoints", "memory://ck", "not memory://"),
     ("channels", "ch", "relative path"),
     ("channels", "memory://ch", "not memory://"),
