@@ -1,6 +1,8 @@
 """The capture tap and the ``eventlog`` data source (batch and Structured Streaming) on a Spark standalone
-cluster (a master and two workers, separate executor JVMs on a shared disk; ``tests/_cluster.py``),
-including an executor JVM SIGKILLed mid-job: what the logs hold equals the failure-free run."""
+cluster (a master and two workers, separate executor JVMs; ``tests/_cluster.py``), including an executor JVM
+SIGKILLed mid-job: what the logs hold equals the failure-free run. Each runs twice: with the logs in a folder
+on the disk every process shares, and with every location an ``s3://`` URI on the session's S3 server
+(``tests._s3``), which the executors reach through their own client settings, sharing no disk."""
 
 from __future__ import annotations
 
@@ -141,3 +143,124 @@ def test_structured_streaming_read_and_write_survive_sigkill_of_an_executor_jvm(
     assert sorted((r["src_time"], r["n"]) for r in back) == rows
     assert len({r["_time"] for r in back}) >= 2                     # the sink's time is the batch id
     assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+
+
+# -- the same on object storage: every location an s3:// URI (the session's S3 server, tests._s3) ---------------
+#
+# The executors reach the server with the client settings the session gives them (spark.executorEnv.AWS_*); the
+# logs, their staging and the tasks' start marks are objects, so nothing depends on a disk the driver and the
+# executors share. (Spark's own checkpoint of the streaming query stays on the driver's disk: it is Spark's, and
+# only the driver reads and writes it for a stateless query; on S3 it needs Hadoop's s3a connector.)
+
+
+def s3_objects(uri: str) -> list[str]:
+    """Keys below ``uri`` (``s3://bucket/prefix``), relative to it."""
+    import pyarrow.fs as pafs
+
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return sorted(i.path[len(path) + 1:] for i in fs.get_file_info(
+        pafs.FileSelector(path, recursive=True, allow_not_found=True)) if i.type == pafs.FileType.File)
+
+
+def slow_marked_s3(marks: str, delay: float):
+    """``slow_marked`` with its marks as objects below ``marks`` (an ``s3://`` URI)."""
+
+    def fn(batches):
+        import pyarrow.fs as pafs
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        fs, path = pafs.FileSystem.from_uri(marks)
+        with fs.open_output_stream(f"{path}/p{ctx.partitionId()}-s{ctx.stageId()}-a{ctx.attemptNumber()}"):
+            pass
+        for b in batches:
+            time.sleep(delay)
+            yield b
+
+    return fn
+
+
+def kill_when_running_s3(cluster, session, marks: str, tasks: int, killed: list[str]) -> threading.Thread:
+    """``kill_when_running`` with the marks below ``marks`` (an ``s3://`` URI)."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 120
+        while len(s3_objects(marks)) < tasks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed.append(cluster.kill_executor(session.sparkContext.applicationId, worker=1))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def no_staging_left(log_uri: str) -> list[str]:
+    """The objects below the log's staging folder."""
+    return [k for k in s3_objects(log_uri) if k.startswith(".staging")]
+
+
+def test_tap_batch_read_and_write_on_s3_on_the_cluster(cluster_spark, s3_bucket, s3_server):
+    log = f"{s3_bucket}/log?endpoint_override=127.0.0.1:{s3_server.port}&scheme=http"   # the endpoint in the URI
+    tapped = tap(words(cluster_spark, 2000, 6), log, "words", time="t")
+    assert by_time(tapped.collect(), "t", COLS) == expected_words(2000)
+    assert open_log(log).header("words").peers == 6
+    replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(
+        f"{s3_bucket}/log/words?endpoint_override=127.0.0.1:{s3_server.port}&scheme=http")
+    assert replayed.rdd.getNumPartitions() == 3
+    assert by_time(replayed.collect(), "_time", COLS) == expected_words(2000)
+    replayed.drop("_time", "_part", "_seq").write.format("eventlog").option("time", "t").mode("append") \
+        .save(f"{s3_bucket}/log/copy")
+    copied = [{"_time": t, **row} for t, table in Replayer(open_log(f"{s3_bucket}/log"), "copy").completed()
+              for row in table.to_pylist()]
+    assert open_log(f"{s3_bucket}/log").header("copy").peers == 3
+    assert by_time(copied, "_time", COLS) == expected_words(2000)
+    assert s3_objects(f"{s3_bucket}/log/words") == sorted(
+        [f"part={p}/00000000000000000001.arrow" for p in range(6)] + [f"part={p}/_00000000000000000001.index"
+                                                                      for p in range(6)] + ["_header.json"])
+    assert no_staging_left(f"{s3_bucket}/log") == []
+
+
+def test_tap_on_s3_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket):
+    """As ``test_tap_survives_sigkill_of_an_executor_jvm``, with the log (and the marks) on S3: each row once."""
+    log, marks = f"{s3_bucket}/log", f"{s3_bucket}/marks"
+    df = words(cluster_spark, 4000, 8)
+    df = df.mapInArrow(slow_marked_s3(marks, 2.0), df.schema)
+    killed: list[str] = []
+    t = kill_when_running_s3(spark_cluster, cluster_spark, marks, 4, killed)
+    collected = by_time(tap(df, log, "words", time="t").collect(), "t", COLS)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert any(not m.endswith("-a0") for m in s3_objects(marks)), s3_objects(marks)   # tasks ran again
+    assert collected == expected_words(4000)
+    replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log}/words")
+    assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
+    assert replayed.select("id").distinct().count() == 4000
+    # an attempt on the killed executor may leave its staging (its Python worker exits without discarding it):
+    # below .staging, which no reader sees
+    assert open_log(log).streams() == ["words"]
+
+
+def test_structured_streaming_on_s3_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket,
+                                                                         tmp_path):
+    """As ``test_structured_streaming_read_and_write_survive_sigkill_of_an_executor_jvm``, with the source log,
+    the sink's log and the marks on S3: the output holds every input record once, at its input time."""
+    src, out, marks = f"{s3_bucket}/in", f"{s3_bucket}/out", f"{s3_bucket}/marks"
+    rows = write_input(src)
+    stream = (cluster_spark.readStream.format("eventlog").option("workers", 8)
+              .option("mode", "repartition").option("key", "n")
+              .option("maxRecordsPerTrigger", TIMES // 2 * PEERS * PER_TIME).load(f"{src}/live")
+              .selectExpr("n", "_time as src_time"))
+    stream = stream.mapInArrow(slow_marked_s3(marks, 0.15), stream.schema)
+    killed: list[str] = []
+    t = kill_when_running_s3(spark_cluster, cluster_spark, marks, 4, killed)
+    q = (stream.writeStream.format("eventlog").option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(availableNow=True).start(f"{out}/copy"))
+    q.awaitTermination(180)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert q.exception() is None and len(q.recentProgress) >= 2
+    back = cluster_spark.read.format("eventlog").load(f"{out}/copy").collect()
+    assert sorted((r["src_time"], r["n"]) for r in back) == rows
+    assert len({r["_time"] for r in back}) >= 2
+    assert any(not m.endswith("-a0") for m in s3_objects(marks)), s3_objects(marks)
+    assert no_staging_left(out) == []
