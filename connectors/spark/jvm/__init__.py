@@ -52,6 +52,10 @@ EVENT_ROWS = 65536
 EVENT_BYTES = 16 << 20
 """Buffered Arrow bytes of one time at which its records are written as one event."""
 
+SEGMENT_BYTES: "int | None" = None
+"""Segment size at which a staged part's segment is sealed and the next one started (None: the file log's
+default, ``DEFAULT_SEGMENT_BYTES``, as the Python tap's staging log)."""
+
 JAR_NAME = "eventlog-spark-tap.jar"
 SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "src")
 _lock = threading.Lock()
@@ -295,7 +299,7 @@ def jvm_tap(
     jvm = spark.sparkContext._jvm
     tap_spec = jvm.eventlog.spark.TapSpec(
         target.local_root, stream, uuid.uuid4().hex, peers, bytearray(segment_schema), bytearray(staged),
-        column, spec.time_type.arity, literal, DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
+        column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
     jds = jtap.tap(spark._jsparkSession, rdd, qe.analyzed().schema(), tap_spec)
     return DataFrame(jds, spark)
 

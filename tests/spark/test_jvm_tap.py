@@ -1,0 +1,398 @@
+"""The JVM-side Spark tap (``connectors/spark/jvm``): what it writes is what the Python tap writes — logs that
+``replay verify`` and ``check_part`` pass, the same records per part and time, sealed Arrow IPC files whose
+footer lists exactly the events — with the same guarantees (retried tasks, second evaluations and partial
+reads leave no duplicates), and it refuses, having written nothing, what it cannot do (``JvmTapUnavailable``),
+so that the caller can fall back to the Python tap.
+
+Skipped only where no JDK (``javac``) is installed: the JVM tap is built on first use and cannot run there."""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections import Counter, defaultdict
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pytest
+from click.testing import CliRunner
+
+from capture import tap
+from connectors.spark import StreamExistsError
+from connectors.spark import jvm as jvm_mod
+from connectors.spark.jvm import JvmTapUnavailable, jvm_tap
+from eventlog import open_log
+from eventlog.encoding.arrow_file import ArrowFileCodec
+from eventlog.encoding.ipc_file import footer_blocks, trailer_length
+from eventlog.events import Messages, Progress
+from replay.cli import main as replay_main
+
+from .conftest import by_time
+
+pytestmark = pytest.mark.spark
+
+COLS = ["id", "word", "t"]
+
+
+@pytest.fixture(scope="module")
+def jvm(spark):
+    """The session with the JVM tap built and loaded (skips only when there is no JDK)."""
+    try:
+        jvm_mod.find_javac()
+    except JvmTapUnavailable as e:
+        pytest.skip(f"no JDK on this machine, the JVM tap cannot be built: {e.reason}")
+    return jvm_mod.prepare(spark)
+
+
+def words(spark, n: int, partitions: int):
+    return spark.range(0, n, 1, partitions).selectExpr(
+        "id", "concat('w', cast(id % 7 as string)) as word", "id % 4 as t")
+
+
+def _hashable(v):
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return "NaN"  # NaN != NaN: compare it by name
+    return v
+
+
+def captured(log_dir: str, stream: str) -> dict:
+    """``{(part, time): Counter(records)}`` of a stream, after checking each part's files and that it is
+    Messages events followed by the one Progress that finishes it."""
+    log = open_log(log_dir)
+    header = log.header(stream)
+    out: dict = defaultdict(Counter)
+    for p in range(header.peers):
+        assert log.check_part(stream, p) == []
+        with log.reader(stream, p) as reader:
+            events = [e.event for e in reader]
+        assert isinstance(events[-1], Progress)
+        assert events[-1].updates == ((header.time_type.minimum, -1),)
+        assert all(isinstance(e, Messages) for e in events[:-1])
+        for e in events[:-1]:
+            assert e.records.schema.equals(header.schema)
+            for row in e.records.to_pylist():
+                out[(p, e.time)][_hashable(row)] += 1
+    return dict(out)
+
+
+def verify(log_dir: str) -> None:
+    result = CliRunner().invoke(replay_main, ["verify", log_dir])
+    assert result.exit_code == 0, result.output
+
+
+def no_staging(log_dir: str) -> None:
+    assert not os.path.exists(os.path.join(log_dir, ".staging"))
+
+
+# -- the same log as the Python tap ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("time", [None, 5, "t"], ids=["default", "literal", "column"])
+def test_jvm_tap_captures_what_the_python_tap_captures(spark, jvm, log_dir, time):
+    df = words(spark, 900, 3)
+    expected = sorted(df.collect())
+    tapped = jvm_tap(df, log_dir, "jvm", time=time)
+    assert tapped.schema == df.schema
+    assert sorted(tapped.collect()) == expected
+    tap(df, log_dir, "py", time=time).count()
+    verify(log_dir)
+    got = captured(log_dir, "jvm")
+    assert got == captured(log_dir, "py")
+    assert sum(sum(c.values()) for c in got.values()) == 900
+    log = open_log(log_dir)
+    assert log.header("jvm").peers == 3 and log.header("jvm").schema.equals(log.header("py").schema)
+    assert log.header("jvm").time_type == log.header("py").time_type
+    replayed = spark.read.format("eventlog").load(f"{log_dir}/jvm")
+    assert by_time(replayed.collect(), "_time", COLS) == by_time(
+        spark.read.format("eventlog").load(f"{log_dir}/py").collect(), "_time", COLS)
+    no_staging(log_dir)
+
+
+@pytest.mark.parametrize("literal", [False, True], ids=["column", "literal"])
+def test_product_times(spark, jvm, log_dir, literal):
+    df = spark.range(0, 120, 1, 2).selectExpr("id", "array(id % 2, id % 3) as epoch",
+                                             "array(cast(id % 2 as int), 1) as small")
+    if literal:
+        kw = {"time": (3, 4)}
+    else:
+        kw = {"time": "epoch", "time_type": "product:2"}
+    jvm_tap(df, log_dir, "jvm", **kw).count()
+    tap(df, log_dir, "py", **kw).count()
+    verify(log_dir)
+    got = captured(log_dir, "jvm")
+    assert got == captured(log_dir, "py")
+    if not literal:
+        assert {t for _, t in got} == {(a, b) for a in range(2) for b in range(3)}
+        jvm_tap(df, log_dir, "small", time="small", time_type="product:2").count()  # an array<int> time column
+        assert {t for _, t in captured(log_dir, "small")} == {(0, 1), (1, 1)}
+
+
+def test_every_column_type(spark, jvm, log_dir):
+    exprs = {
+        "b": "cast(id % 100 as tinyint)", "s": "cast(id as smallint)", "i": "cast(id as int)", "l": "id",
+        "f": "cast(id / 3 as float)", "d": "if(id = 3, double('NaN'), id / 7)", "dec": "cast(id / 3 as decimal(12, 4))",
+        "dec38": "cast(id as decimal(38, 0)) * 1000000000000000000", "str": "if(id % 5 = 0, null, concat('é', id))",
+        "bin": "cast(concat('x', id) as binary)", "bool": "if(id % 3 = 0, null, id % 2 = 0)",
+        "date": "date_add(date'1960-01-01', cast(id * 100 as int))", "ts": "timestamp_seconds(id * 100000 - 5000)",
+        "ntz": "cast(timestamp_seconds(id) as timestamp_ntz)", "arr": "array(id, null, id + 1)",
+        "arrs": "if(id % 4 = 0, null, array(cast(id as string), 'a'))",
+        "st": "named_struct('a', id, 'b', cast(id as string), 'c', array(1.5d))",
+        "m": "map(cast(id as string), cast(id as int))", "nul": "null", "dti": "make_dt_interval(1, 2, 3, id)",
+        "var": "parse_json(concat('{\"a\": ', id, '}'))", "arrst": "array(named_struct('x', id), null)",
+        "mm": "map(1, map('a', array(id)))", "empty": "cast(array() as array<int>)",
+        "big": "repeat('x', cast(id * 37 as int))",
+    }
+    df = spark.range(0, 200, 1, 2).selectExpr("id", *[f"{e} as {n}" for n, e in exprs.items()])
+    jvm_tap(df, log_dir, "jvm").count()
+    tap(df, log_dir, "py").count()
+    verify(log_dir)
+    got = captured(log_dir, "jvm")
+    assert got == captured(log_dir, "py")
+    assert sum(sum(c.values()) for c in got.values()) == 200
+
+
+def test_many_events_and_segments(spark, jvm, log_dir, monkeypatch):
+    """Small events and segments: many Messages per time, rotation seals each segment with its footer."""
+    monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 7)
+    monkeypatch.setattr(jvm_mod, "SEGMENT_BYTES", 4096)
+    df = words(spark, 2000, 2)
+    jvm_tap(df, log_dir, "jvm", time="t").count()
+    tap(df, log_dir, "py", time="t").count()
+    verify(log_dir)
+    assert captured(log_dir, "jvm") == captured(log_dir, "py")
+    log = open_log(log_dir)
+    for p in range(2):
+        assert len(log.segments("jvm", p)) > 3
+        assert log.part_stats("jvm", p).next_seq > 1000 // 7
+
+
+def test_many_distinct_times(spark, jvm, log_dir):
+    """More distinct times than the tap buffers at once: each is flushed, records stay with their time."""
+    df = spark.range(0, 3000, 1, 2).selectExpr("id", "id % 500 as t", "cast(id as string) as s")
+    jvm_tap(df, log_dir, "jvm", time="t").count()
+    tap(df, log_dir, "py", time="t").count()
+    verify(log_dir)
+    assert captured(log_dir, "jvm") == captured(log_dir, "py")
+
+
+def test_empty_partitions_are_finished_parts(spark, jvm, log_dir):
+    df = spark.range(0, 10, 1, 3).where("id < 3")  # partitions 1 and 2 hold nothing
+    assert jvm_tap(df, log_dir, "jvm").count() == 3
+    verify(log_dir)
+    log = open_log(log_dir)
+    assert [log.part_stats("jvm", p).next_seq for p in range(3)] == [3, 2, 2]
+
+
+def test_tap_after_adaptive_shuffle(spark, jvm, log_dir):
+    counts = words(spark, 2000, 3).groupBy("word").count()
+    expected = sorted(counts.collect())
+    tapped = jvm_tap(counts, log_dir, "counts")
+    assert sorted(tapped.collect()) == expected
+    assert open_log(log_dir).header("counts").peers == tapped.rdd.getNumPartitions()
+    replayed = spark.read.format("eventlog").load(f"{log_dir}/counts").drop("_time", "_part", "_seq")
+    assert sorted(replayed.collect()) == expected
+    verify(log_dir)
+
+
+# -- the golden check: a JVM segment is an Arrow IPC file as §3.4/§4.1 say ---------------------------------
+
+
+def test_segment_is_the_arrow_ipc_file_of_the_format(spark, jvm, log_dir, monkeypatch):
+    monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 40)
+    df = words(spark, 100, 1)
+    jvm_tap(df, log_dir, "jvm", time="t").count()
+    log = open_log(log_dir)
+    header = log.header("jvm")
+    codec = ArrowFileCodec(header)
+    part = os.path.join(log_dir, "jvm", "part=0")
+    assert sorted(os.listdir(part)) == [".lock", "00000000000000000001.arrow", "_00000000000000000001.index"]
+    with open(os.path.join(part, "00000000000000000001.arrow"), "rb") as f:
+        data = f.read()
+    with open(os.path.join(part, "_00000000000000000001.index"), "rb") as f:
+        index = f.read()
+    # the index (§3.2): header, one checksummed entry per event, offsets chained from the prefix's end
+    assert index[:16] == b"ELIX" + (1).to_bytes(2, "little") + (0).to_bytes(2, "little") + (1).to_bytes(8, "little")
+    entries = [index[i:i + 32] for i in range(16, len(index), 32)]
+    assert len(index) == 16 + 32 * len(entries)
+    prefix_len = 8 + 8 + int.from_bytes(data[12:16], "little")
+    assert data[:8] == b"ARROW1\0\0"
+    offset = prefix_len
+    for i, e in enumerate(entries):
+        seq, off, length, crc, kind = (int.from_bytes(e[0:8], "little"), int.from_bytes(e[8:16], "little"),
+                                       int.from_bytes(e[16:20], "little"), int.from_bytes(e[20:24], "little"), e[24])
+        assert (seq, off) == (i + 1, offset)
+        assert crc == zlib.crc32(data[off:off + length])
+        assert e[25:28] == b"\0\0\0" and int.from_bytes(e[28:32], "little") == zlib.crc32(e[:28])
+        assert kind == (2 if i == len(entries) - 1 else 1)
+        offset += length
+    # the suffix: end-of-stream marker, then a footer listing exactly the events
+    assert data[offset:offset + 8] == b"\xff\xff\xff\xff\0\0\0\0"
+    n = trailer_length(data[-10:], len(data))
+    assert n is not None and offset + 8 + n == len(data)
+    blocks = footer_blocks(data[offset + 8:len(data) - 10])
+    assert [(b.offset, b.meta_length + b.body_length) for b in blocks] == [
+        (int.from_bytes(e[8:16], "little"), int.from_bytes(e[16:20], "little")) for e in entries]
+    # any Arrow reader opens it by its footer: the segment schema with the writer mark, the events in order
+    reader = ipc.open_file(pa.py_buffer(data))
+    assert reader.num_record_batches == len(entries)
+    assert reader.schema.equals(codec.schema)
+    meta = reader.schema.metadata
+    assert meta[b"eventlog.epoch"] == b"1" and len(meta[b"eventlog.writer"]) == 16
+    rows = 0
+    for i in range(reader.num_record_batches):
+        batch, custom = reader.get_batch_with_custom_metadata(i)
+        assert custom[b"eventlog.seq"] == str(i + 1).encode()
+        assert int(custom[b"eventlog.ts"]) > 1_600_000_000_000
+        if i == reader.num_record_batches - 1:
+            assert custom[b"eventlog.kind"] == b"progress" and batch.num_rows == 0
+            assert json.loads(custom[b"eventlog.updates"]) == [[0, -1]]
+        else:
+            assert custom[b"eventlog.kind"] == b"messages" and 0 < batch.num_rows <= 40
+            t = json.loads(custom[b"eventlog.time"])
+            assert set(batch.column("_time").to_pylist()) == {t}
+            assert set(batch.column("_seq").to_pylist()) == {i + 1}
+            assert set(batch.column("t").to_pylist()) == {t}
+            rows += batch.num_rows
+    assert rows == 100
+    # and the dataset view of §3.4 sees the records with their part
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(os.path.join(log_dir, "jvm"), format="arrow", partitioning="hive").to_table()
+    assert table.num_rows == 100 and set(table.column("part").to_pylist()) == {0}
+
+
+# -- retries, second evaluations, partial reads --------------------------------------------------------
+
+
+def _fail_first_attempt(x):
+    from pyspark import TaskContext
+
+    if TaskContext.get().attemptNumber() == 0 and x % 1000 == 700:
+        raise RuntimeError("first attempt fails on purpose")
+    return x
+
+
+def test_retried_task_leaves_no_duplicates(spark, jvm, log_dir, monkeypatch):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 50)  # the failing attempts have staged events already
+
+    fail = F.udf(_fail_first_attempt, LongType())
+    df = spark.range(0, 3000, 1, 3).select(fail("id").alias("id"), (F.col("id") % 4).alias("t"))
+    tapped = jvm_tap(df, log_dir, "jvm", time="t")
+    assert sorted(r.id for r in tapped.collect()) == list(range(3000))
+    verify(log_dir)
+    got = captured(log_dir, "jvm")
+    assert sum(sum(c.values()) for c in got.values()) == 3000
+    assert all(n == 1 for c in got.values() for n in c.values())
+    no_staging(log_dir)
+
+
+def test_second_evaluation_and_partial_reads_publish_nothing_more(spark, jvm, log_dir):
+    tapped = jvm_tap(words(spark, 300, 3), log_dir, "words", time="t")
+    assert len(tapped.take(2)) == 2  # reads part of one partition: discarded, not published
+    assert tapped.count() == 300
+    assert tapped.count() == 300  # evaluated again: the parts exist, nothing is captured twice
+    log = open_log(log_dir)
+    assert [log.part_stats("words", p).next_seq > 1 for p in range(3)] == [True] * 3
+    assert spark.read.format("eventlog").load(f"{log_dir}/words").count() == 300
+    verify(log_dir)
+    no_staging(log_dir)
+
+
+def test_existing_stream_is_refused_unless_replaced(spark, jvm, log_dir):
+    jvm_tap(words(spark, 10, 1), log_dir, "words").count()
+    with pytest.raises(StreamExistsError):
+        jvm_tap(words(spark, 10, 1), log_dir, "words")
+    jvm_tap(words(spark, 20, 2), log_dir, "words", replace=True).count()
+    assert spark.read.format("eventlog").load(f"{log_dir}/words").count() == 20
+
+
+def test_bad_times_fail_the_job(spark, jvm, log_dir):
+    from pyspark.errors import PySparkException
+    from py4j.protocol import Py4JJavaError
+
+    for i, expr in enumerate(["if(id = 5, -1, id)", "if(id = 5, null, id)"]):
+        df = spark.range(0, 10, 1, 1).selectExpr("id", f"{expr} as t")
+        with pytest.raises((Py4JJavaError, PySparkException)) as got:
+            jvm_tap(df, log_dir, f"bad{i}", time="t").count()
+        assert "time column 't'" in str(got.value)
+        assert open_log(log_dir).part_stats(f"bad{i}", 0).next_seq == 1  # nothing published
+    no_staging(log_dir)
+
+
+# -- what it refuses, having written nothing -------------------------------------------------------------
+
+
+def _nothing_written(log_dir: str) -> None:
+    assert not os.path.exists(log_dir) or os.listdir(log_dir) == []
+
+
+def test_unsupported_cases_raise_the_typed_error(spark, jvm, log_dir, monkeypatch):
+    df = words(spark, 10, 1)
+    with pytest.raises(JvmTapUnavailable, match="arrow encoding"):
+        jvm_tap(df, log_dir, "s", encoding="avro")
+    with pytest.raises(JvmTapUnavailable, match="local file logs"):
+        jvm_tap(df, "s3://bucket/logs", "s")
+    monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "1.2")
+    with pytest.raises(JvmTapUnavailable, match="format 2"):
+        jvm_tap(df, log_dir, "s")
+    monkeypatch.delenv("EVENTLOG_FILE_FORMAT")
+    _nothing_written(log_dir)
+    # a column whose stored Arrow type Spark does not write into (the check behind "column type")
+    schema = pa.schema([pa.field("id", pa.uint64()), pa.field("word", pa.string()), pa.field("t", pa.int64()),
+                        pa.field("_time", pa.int64(), nullable=False), pa.field("_seq", pa.int64(), nullable=False)])
+    why = jvm.unsupported(bytearray(schema.serialize().to_pybytes()), df._jdf.schema())
+    assert why is not None
+    ok = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("word", pa.string()),
+                    pa.field("t", pa.int64(), nullable=False), pa.field("_time", pa.int64(), nullable=False),
+                    pa.field("_seq", pa.int64(), nullable=False)])
+    assert jvm.unsupported(bytearray(ok.serialize().to_pybytes()), df._jdf.schema()) is None
+
+
+def test_unknown_spark_version_falls_back_cleanly(spark, jvm, log_dir, monkeypatch):
+    monkeypatch.setattr(jvm_mod, "SUPPORTED_SPARK", ("3.5",))
+    df = words(spark, 100, 2)
+    with pytest.raises(JvmTapUnavailable, match="not supported by the JVM tap"):
+        jvm_tap(df, log_dir, "words", time="t")
+    _nothing_written(log_dir)
+    with pytest.raises(JvmTapUnavailable):
+        jvm_mod.check_spark_version("5.0.0")
+    assert jvm_mod.available(spark) is not None
+    # what a caller does: fall back to the Python tap, which captures the stream
+    try:
+        tapped = jvm_tap(df, log_dir, "words", time="t")
+    except JvmTapUnavailable:
+        tapped = tap(df, log_dir, "words", time="t")
+    assert tapped.count() == 100
+    verify(log_dir)
+
+
+def test_missing_jdk_falls_back_cleanly(spark, jvm, log_dir, tmp_path, monkeypatch):
+    missing = str(tmp_path / "no-jdk" / "javac")
+    with pytest.raises(JvmTapUnavailable, match="not an executable Java compiler"):
+        jvm_mod.jar_path(javac=missing, cache=str(tmp_path / "cache"))
+    monkeypatch.setenv("EVENTLOG_JAVAC", missing)
+    with pytest.raises(JvmTapUnavailable):
+        jvm_mod.find_javac()
+    monkeypatch.setenv("EVENTLOG_JVM_CACHE", str(tmp_path / "cache"))  # nothing built there: it must compile
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(JvmTapUnavailable, match="Java compiler"):
+        jvm_tap(words(spark, 10, 1), log_dir, "words")
+    _nothing_written(log_dir)
+    assert not any(n.endswith(".jar") for _, _, ns in os.walk(tmp_path / "cache") for n in ns)
+
+
+def test_jar_is_built_outside_the_repository_and_reused(jvm):
+    jar = jvm_mod.jar_path()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert not os.path.abspath(jar).startswith(root + os.sep)
+    assert os.path.basename(os.path.dirname(jar)).endswith(jvm_mod.source_hash())
+    assert jvm_mod.jar_path() == jar
+    assert jvm.build() == jvm_mod.source_hash()
