@@ -4,7 +4,7 @@
 
 | kind | accepted | on Spark also |
 |---|---|---|
-| checkpoints | a filesystem path, ``file://`` or ``s3://bucket/prefix`` URI (``runtime.statefs``) | absolute paths only: every executor must reach the same folder |
+| checkpoints | a path, ``file://`` or ``s3://bucket/prefix`` (``runtime.statefs``) | absolute paths only |
 | channels | a path, ``file://`` or ``kafka://`` (object stores cannot carry channels) | absolute paths only |
 | inputs (``from_log``), outputs (``to_log``) | any log URI (``open_log``) | no relative path, no ``memory://`` |
 

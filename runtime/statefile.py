@@ -17,7 +17,8 @@ checksummed JSON documents for manifests, job counters and sink cursors.
 
 A reader checks the magic, version and kind, that ``L`` is the file's size (truncation), the CRC, and every
 length against what is left of the file before it slices anything; the file's size is bounded by
-``MAX_STATE_BYTES`` before it is read. Arrow blobs are fully validated (``Table.validate(full=True)``) and
+``MAX_STATE_BYTES`` before it is read (a local file's from ``fstat``, an S3 object's from its size:
+``runtime.statefs``, the ``fs=`` of the readers). Arrow blobs are fully validated (``Table.validate(full=True)``) and
 must not use IPC body compression.
 
 **Tagged JSON** is JSON that says exactly which Python value it stands for, so state round-trips without

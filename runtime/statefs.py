@@ -5,14 +5,18 @@ and cursors (``runtime.sinks``) reach their files only through a ``StateFs``. ``
 the filesystem of a location — a path, a ``file://`` URI or ``s3://bucket/prefix`` — and the location's path on
 it: an absolute local path, or ``bucket/key`` on S3; ``display(path)`` is the URI errors name (``s3://…``).
 
-| operation | local disk (``LocalStateFs``) | S3 (``S3StateFs``, through ``pyarrow.fs``) |
-|---|---|---|
-| ``write`` | temporary file, fsync, rename, fsync of the folder | one whole-object PUT: atomic, durable and visible to every reader once it returns (S3 is strongly consistent) |
-| ``replace`` (read-modify-write) | ``write`` (no conditional writes) | a PUT with ``If-Match`` on the ETag read (``If-None-Match: *`` for a new object): a concurrent writer makes it return False |
-| ``read`` | the size is checked against the limit, then the bytes read | the same: the object's size (HEAD), then one GET |
-| ``list`` | ``listdir`` | one listing of the prefix (``/`` delimiter) |
-| ``remove_tree`` | ``rmtree`` | every object under the prefix deleted |
-| ``stage`` | a file appended with ``os.write``, fsynced at ``finish`` | the bytes kept in memory, put whole at ``finish`` (objects cannot be appended to) |
+What each operation is on the local disk (``LocalStateFs``) and on S3 (``S3StateFs``, through ``pyarrow.fs``):
+
+* ``write``: a temporary file, fsync, rename, fsync of the folder | one whole-object PUT: atomic, durable and
+  visible to every reader once it returns (S3 is strongly consistent).
+* ``replace`` (the counters' read-modify-write): ``write`` (no conditional writes) | a PUT with ``If-Match``
+  on the ETag read (``If-None-Match: *`` for a new object), which a concurrent writer makes fail.
+* ``read``: the size is checked against the limit, then the bytes read | the same: the object's size
+  (HEAD), then one GET (the counters: one GET, its declared length checked before the body is read).
+* ``list``: ``listdir`` | one listing of the prefix (``/`` delimiter).
+* ``remove_tree``: ``rmtree`` | every object under the prefix deleted.
+* ``stage`` (a sink's epoch file): appended with ``os.write``, fsynced at ``finish`` | the bytes kept in
+  memory, put whole at ``finish`` (objects cannot be appended to).
 
 Only ``s3://`` of the object stores is supported (S3 and S3-compatible servers): it is the one whose writes
 were tested to be atomic and whose conditional writes the counters use; other schemes raise ``LocationError``.
