@@ -171,6 +171,17 @@ def test_many_events_and_segments(spark, jvm, log_dir, monkeypatch):
         assert log.part_stats("jvm", p).next_seq > 1000 // 7
 
 
+def test_rows_over_one_events_limits_become_several_events(spark, jvm, log_dir):
+    """9000 rows of 2000 booleans are 18M values, over one event's MAX_EVENT_VALUES (2^24) though far under
+    its byte budget: the tap writes them as several events rather than fail."""
+    df = spark.range(0, 9000, 1, 1).selectExpr("id", "array_repeat(id % 2 = 0, 2000) as flags")
+    assert jvm_tap(df, log_dir, "jvm").count() == 9000
+    verify(log_dir)
+    got = captured(log_dir, "jvm")
+    assert sum(sum(c.values()) for c in got.values()) == 9000
+    assert open_log(log_dir).part_stats("jvm", 0).next_seq >= 4  # at least two Messages, then the Progress
+
+
 def test_many_distinct_times(spark, jvm, log_dir):
     """More distinct times than the tap buffers at once: each is flushed, records stay with their time."""
     df = spark.range(0, 3000, 1, 2).selectExpr("id", "id % 500 as t", "cast(id as string) as s")

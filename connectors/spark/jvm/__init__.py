@@ -76,8 +76,19 @@ def _sources() -> list[str]:
     return sorted(out)
 
 
+_hash: "str | None" = None
+
+
 def source_hash() -> str:
-    """A hash of the Java sources (names and contents): a change makes a new build."""
+    """A hash of the Java sources (names and contents): a change makes a new build. Computed once per
+    process, so that sources edited while a session runs do not make its loaded build look stale."""
+    global _hash
+    if _hash is None:
+        _hash = _hash_sources()
+    return _hash
+
+
+def _hash_sources() -> str:
     h = hashlib.sha256()
     for path in _sources():
         h.update(os.path.relpath(path, SOURCES).encode() + b"\0")

@@ -34,6 +34,15 @@ final class EventEncoder {
     static final long MAX_EVENT_VALUES = 1L << 24;
     static final long MAX_EVENT_BYTES = 1L << 30;
 
+    /** An event over the format's limits of records or values: the caller writes its rows as several events. */
+    static final class TooLarge extends IllegalStateException {
+        private static final long serialVersionUID = 1L;
+
+        TooLarge(String message) {
+            super(message);
+        }
+    }
+
     private final CompressionCodec zstd = new ZstdCompressionCodec(1);
     final Bytes out = new Bytes(1 << 16);
 
@@ -63,15 +72,15 @@ final class EventEncoder {
         VectorUnloader unloader = new VectorUnloader(root, true, compress ? zstd : NoCompressionCodec.INSTANCE, true);
         try (ArrowRecordBatch batch = unloader.getRecordBatch()) {
             if (batch.getLength() > MAX_EVENT_RECORDS) {
-                throw new IllegalStateException("event of " + batch.getLength() + " records, over the format's limit");
+                throw new TooLarge("event of " + batch.getLength() + " records, over the format's limit");
             }
             long values = 0;
             for (org.apache.arrow.vector.ipc.message.ArrowFieldNode n : batch.getNodes()) {
                 values += n.getLength();
             }
             if (values > MAX_EVENT_VALUES) {
-                throw new IllegalStateException("event of " + values + " values (array slots), over the format's "
-                    + "limit of " + MAX_EVENT_VALUES + ": use smaller events (eventRows)");
+                throw new TooLarge("event of " + values + " values (array slots), over the format's limit of "
+                    + MAX_EVENT_VALUES);
             }
             FlatBufferBuilder fb = new FlatBufferBuilder(1024);
             int header = batch.writeTo(fb);
@@ -108,7 +117,7 @@ final class EventEncoder {
             }
             out.zeros((int) (bodyLength - got));
             if (out.len > MAX_EVENT_BYTES) {
-                throw new IllegalStateException("event of " + out.len + " bytes, over the format's limit");
+                throw new TooLarge("event of " + out.len + " bytes, over the format's limit");
             }
         }
     }

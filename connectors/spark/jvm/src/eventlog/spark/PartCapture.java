@@ -291,6 +291,9 @@ final class PartCapture {
 
     /** Write every buffered time's records (in time order) and free the buffers. */
     private void flushAll() throws IOException {
+        if (literal != null) {
+            flush(literal);
+        }
         List<Buffer> times = new ArrayList<>(pending.values());
         times.sort((x, y) -> compareTimes(x.time, y.time));
         for (Buffer b : times) {
@@ -326,13 +329,43 @@ final class PartCapture {
         v.setValueCount(n);
     }
 
-    /** One Messages event of the records buffered for {@code b}'s time. */
+    /** The Messages event(s) of the records buffered for {@code b}'s time. */
     private void flush(Buffer b) throws IOException {
         if (b.rows == 0) {
             return;
         }
         b.writer.finish();
         int n = b.root.getRowCount();
+        try {
+            writeMessages(b, b.root.getFieldVectors(), n);
+        } catch (EventEncoder.TooLarge e) {
+            if (n < 2) {
+                throw e;
+            }
+            split(b, 0, n);  // rows whose values exceed one event's limits (long nested arrays): halves
+        }
+        b.writer.reset();
+        buffered -= b.rows;
+        b.rows = 0;
+    }
+
+    private void split(Buffer b, int from, int n) throws IOException {
+        for (int start = from, half = n / 2; start < from + n; start += half, half = from + n - start) {
+            try (VectorSchemaRoot slice = b.root.slice(start, half)) {
+                try {
+                    writeMessages(b, slice.getFieldVectors(), half);
+                } catch (EventEncoder.TooLarge e) {
+                    if (half < 2) {
+                        throw e;
+                    }
+                    split(b, start, half);
+                }
+            }
+        }
+    }
+
+    /** One Messages event of {@code records} (n rows) at {@code b}'s time; nothing is written when it fails. */
+    private void writeMessages(Buffer b, List<FieldVector> records, int n) throws IOException {
         long seq = files.nextSeq();
         fillTime(b.time, n);
         seqVector.reset();
@@ -340,7 +373,7 @@ final class PartCapture {
             seqVector.setSafe(i, seq);
         }
         seqVector.setValueCount(n);
-        List<FieldVector> vectors = new ArrayList<>(b.root.getFieldVectors());
+        List<FieldVector> vectors = new ArrayList<>(records);
         vectors.add(timeVector);
         vectors.add(seqVector);
         VectorSchemaRoot event = new VectorSchemaRoot(segmentFields, vectors, n);
@@ -348,9 +381,6 @@ final class PartCapture {
             "eventlog.seq", Long.toString(seq), "eventlog.kind", "messages", "eventlog.time", b.json,
             "eventlog.ts", Long.toString(System.currentTimeMillis())});
         files.append(encoder.out.buf, encoder.out.len, PartFiles.KIND_MESSAGES);
-        b.writer.reset();
-        buffered -= b.rows;
-        b.rows = 0;
     }
 
     private void progress() throws IOException {
@@ -374,9 +404,6 @@ final class PartCapture {
      */
     boolean finish() throws IOException {
         try {
-            if (literal != null) {
-                flush(literal);
-            }
             flushAll();
             progress();
             files.close();
