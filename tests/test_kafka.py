@@ -309,8 +309,9 @@ def test_seek_by_wall_clock_time_uses_record_timestamps(kafka_uri):
 
 def test_a_topic_another_writer_just_created_is_waited_for(kafka_uri, kafka_bootstrap, monkeypatch):
     """Workers create a stream concurrently: the losers see TOPIC_ALREADY_EXISTS, and the broker they ask next
-    may not list the new topic's partitions yet (seen on three brokers). They wait instead of refusing."""
-    log = open_log(kafka_uri)
+    may not list the new topic's partitions yet (seen on three brokers). They wait instead of refusing.
+    The topic here never gets the other writer's header records: timeout=3 bounds that wait (else 10 s)."""
+    log = open_log(kafka_uri, timeout=3)
     topic = log.target.topic("s")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result()
