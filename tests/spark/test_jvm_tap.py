@@ -305,6 +305,22 @@ def test_retried_task_leaves_no_duplicates(spark, jvm, log_dir, monkeypatch):
     no_staging(log_dir)
 
 
+def test_an_attempt_that_finds_its_part_taken_at_publish_keeps_nothing(spark, jvm, log_dir):
+    """The rename that publishes a part fails when the part's folder is there and not empty: the attempt lost
+    the race to another one (a speculative task) and drops its staging, leaving the winner's files alone."""
+    df = words(spark, 300, 3)
+    tapped = jvm_tap(df, log_dir, "words")
+    winner = os.path.join(log_dir, "words", "part=1")
+    os.makedirs(winner)
+    with open(os.path.join(winner, "other-attempt"), "w") as f:  # no segment: the task does not skip the part
+        f.write("x")
+    assert tapped.count() == 300
+    assert os.listdir(winner) == ["other-attempt"]
+    log = open_log(log_dir)
+    assert [log.part_stats("words", p).next_seq > 1 for p in (0, 2)] == [True, True]
+    no_staging(log_dir)
+
+
 def test_second_evaluation_and_partial_reads_publish_nothing_more(spark, jvm, log_dir):
     tapped = jvm_tap(words(spark, 300, 3), log_dir, "words", time="t")
     assert len(tapped.take(2)) == 2  # reads part of one partition: discarded, not published
