@@ -25,31 +25,38 @@ GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "kafka")
 STREAMS = [f"golden-{enc}{suffix}" for enc in ("arrow", "avro") for suffix in ("", "-product")]
 
 
-def load(bootstrap: str, version: str, stream: str, prefix: str) -> None:
-    """Produce the golden records of ``stream`` into ``prefix.stream``, partition by partition, in order."""
-    with open(os.path.join(GOLDEN, version, f"{stream}.json")) as f:
-        records = json.load(f)
-    topic = f"{prefix}.{stream}"
-    partitions = max(r["partition"] for r in records) + 1
+def load(bootstrap: str, streams: list[tuple[str, str, str]]) -> None:
+    """Produce the golden records of each ``(version, stream, prefix)`` into ``prefix.stream``, partition by
+    partition, in order: the topics created in one request, the records through one idempotent producer (which
+    keeps each partition's order), one flush."""
+    topics: dict[str, list[dict]] = {}
+    for version, stream, prefix in streams:
+        with open(os.path.join(GOLDEN, version, f"{stream}.json")) as f:
+            topics[f"{prefix}.{stream}"] = json.load(f)
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    futures = admin.create_topics([NewTopic(topic, max(r["partition"] for r in records) + 1, 1)
+                                   for topic, records in topics.items()])
+    for future in futures.values():
+        future.result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for r in records:
-        producer.produce(topic, partition=r["partition"], value=bytes.fromhex(r["value"]),
-                         key=None if r["key"] is None else bytes.fromhex(r["key"]),
-                         headers=[(k, None if v is None else bytes.fromhex(v)) for k, v in r["headers"]])
+    for topic, records in topics.items():
+        for r in records:
+            producer.produce(topic, partition=r["partition"], value=bytes.fromhex(r["value"]),
+                             key=None if r["key"] is None else bytes.fromhex(r["key"]),
+                             headers=[(k, None if v is None else bytes.fromhex(v)) for k, v in r["headers"]])
     assert producer.flush(30) == 0
 
 
 @pytest.fixture(scope="module")
 def golden_kafka(kafka_bootstrap):
     """A Kafka log URI per golden format version, holding that version's golden streams."""
-    uris = {}
+    uris, streams = {}, []
     for version in sorted(os.listdir(GOLDEN)):
         prefix = f"g{version.replace('.', '')}{uuid.uuid4().hex[:8]}"
-        for name in sorted(os.listdir(os.path.join(GOLDEN, version))):
-            load(kafka_bootstrap, version, name[:-len(".json")], prefix)
+        names = sorted(os.listdir(os.path.join(GOLDEN, version)))
+        streams += [(version, name[:-len(".json")], prefix) for name in names]
         uris[version] = f"kafka://{kafka_bootstrap}/{prefix}"
+    load(kafka_bootstrap, streams)
     return uris
 
 
