@@ -102,7 +102,7 @@ final class PartCapture {
             partition + "-" + attempt + "-" + hex(nonce));
         Path streamDir = stagingRoot.resolve(spec.stream);
         this.stagedPart = streamDir.resolve("part=0");
-        Files.createDirectories(streamDir);
+        createDirectories(streamDir);
         Files.write(streamDir.resolve("_header.json"), spec.stagedHeader);
         Schema base = EventEncoder.readSchema(spec.schemaMessage);
         this.segmentFields = base.getFields();
@@ -133,6 +133,24 @@ final class PartCapture {
         } finally {
             if (!ok) {
                 release();
+            }
+        }
+    }
+
+    /**
+     * {@code Files.createDirectories}, again when a folder above vanished meanwhile: another attempt of the job
+     * that finished removes the staging folders it leaves empty, which may be the ones this attempt is
+     * creating its own below (once this attempt's folder exists they are not empty, so they stay).
+     */
+    static void createDirectories(Path dir) throws IOException {
+        for (int tries = 0; ; tries++) {
+            try {
+                Files.createDirectories(dir);
+                return;
+            } catch (NoSuchFileException e) {
+                if (tries >= 100) {
+                    throw e;
+                }
             }
         }
     }
