@@ -252,6 +252,9 @@ final class PartCapture {
     private Buffer bufferFor(Object key, long[] t) throws IOException {
         Buffer b = pending.get(key);
         if (b == null) {
+            if (t == null) {
+                t = new long[] {(Long) key};
+            }
             if (pending.size() >= MAX_OPEN_TIMES) {
                 flushAll();
             }
@@ -277,7 +280,7 @@ final class PartCapture {
             if (last != null && t == lastTime) {
                 b = last;
             } else {
-                b = bufferFor(t, new long[] {t});
+                b = bufferFor(t, null);  // the time's array is made only for a new time
                 last = b;
                 lastTime = t;
             }
