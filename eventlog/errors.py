@@ -120,6 +120,11 @@ class ClusterUnavailableError(EventLogError):
     slow); the message names the servers, the timeout and the client's last error."""
 
 
+class StorageUnavailableError(ClusterUnavailableError, OSError):
+    """The object store a log (or the runtime's checkpoints) lives on does not answer, refuses the request or
+    times out, after its client's own retries; the message names the log or object and the endpoint."""
+
+
 class DeliveryError(EventLogError):
     """A log did not acknowledge appended events (a Kafka delivery failure or timeout); nothing after the
     last successful sync may be assumed durable."""

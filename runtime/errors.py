@@ -3,7 +3,7 @@ their location and cross Spark's process boundary intact)."""
 
 from __future__ import annotations
 
-from eventlog.errors import EventLogError
+from eventlog.errors import EventLogError, StorageUnavailableError
 
 
 class RuntimeJobError(EventLogError):
@@ -73,7 +73,7 @@ class LocationError(RuntimeJobError, ValueError):
     names the location, its kind and what would work."""
 
 
-class StoreUnavailableError(CheckpointError):
+class StoreUnavailableError(CheckpointError, StorageUnavailableError):
     """The object store holding the job's checkpoints and sinks' staging files failed a request for another
     reason than a missing object — it does not answer, refuses the request or times out, after its client's own
     retries (``runtime.statefs``). The message names the object and the host that asked. A task that hits it

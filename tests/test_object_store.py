@@ -19,7 +19,7 @@ import pytest
 from capture import Capture
 from connectors.files import FileLog
 from connectors.files.storage import MemoryStorage
-from eventlog.errors import ClusterUnavailableError, CorruptLogError, EventLogError, HeaderMismatchError, WriterFencedError
+from eventlog.errors import StorageUnavailableError, CorruptLogError, EventLogError, HeaderMismatchError, WriterFencedError
 from eventlog.events import Messages, Progress
 from eventlog.log import open_log
 
@@ -329,13 +329,13 @@ def test_an_unreachable_store_is_a_clear_error_not_a_hang(monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-    with pytest.raises(ClusterUnavailableError) as e:
+    with pytest.raises(StorageUnavailableError) as e:
         Capture(open_log("s3://nobucket/logs"), "s", 0, 1, schema=SCHEMA)
     assert f"127.0.0.1:{port}" in str(e.value) and e.value.stream == "s"
 
 
 def test_a_store_that_dies_mid_capture_fails_the_advance_clearly(s3_server, tmp_path, monkeypatch):
-    """The server stops between two advances: the next write raises ClusterUnavailableError (after the clients'
+    """The server stops between two advances: the next write raises StorageUnavailableError (after the clients'
     bounded retries) and the writer takes nothing more."""
     port = 17975
     tool = [sys.executable, "tools/s3-server"]
@@ -350,7 +350,7 @@ def test_a_store_that_dies_mid_capture_fails_the_advance_clearly(s3_server, tmp_
         assert _records(open_log("s3://own/logs"), "s", 0) == [(0, 0), (0, 1), (0, 2)]
     finally:
         subprocess.run([*tool, "stop", "--port", str(port), "--data", data], capture_output=True, timeout=120)
-    with pytest.raises(ClusterUnavailableError) as e:
+    with pytest.raises(StorageUnavailableError) as e:
         cap.send(1, _rows(1))  # a new segment starts by looking for another writer's object of its seq
         cap.advance_to(2)
     assert e.value.stream == "s" and e.value.part == 0 and "127.0.0.1:17975" in str(e.value)
@@ -373,7 +373,7 @@ def test_a_put_that_fails_leaves_the_writer_failed_and_the_log_as_acknowledged()
     cap.advance_to(1)
     st.fail = True
     cap.send(1, _rows(1))
-    with pytest.raises(ClusterUnavailableError):
+    with pytest.raises(StorageUnavailableError):
         cap.advance_to(2)
     with pytest.raises(EventLogError, match="failed earlier"):
         cap.advance_to(2)

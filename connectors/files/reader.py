@@ -18,7 +18,7 @@ import pyarrow as pa
 import zstandard
 
 from eventlog.encoding import EventCodec, SegmentDecoder
-from eventlog.errors import ClusterUnavailableError, CorruptLogError, EventLogError, SequenceError
+from eventlog.errors import CorruptLogError, EventLogError, SequenceError, StorageUnavailableError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartReader
@@ -58,10 +58,10 @@ _UNREACHABLE = ("NETWORK_CONNECTION", "Could not connect", "Connection refused",
 
 def io_error(e: OSError, **where: object) -> EventLogError:
     """An EventLogError for an OSError met opening, reading or writing a log's files (naming the file); a
-    ``ClusterUnavailableError`` when the object store the log lives on does not answer."""
+    ``StorageUnavailableError`` when the object store the log lives on does not answer."""
     said = str(e.strerror or e)
     if any(m in said for m in _UNREACHABLE):
-        return ClusterUnavailableError(f"the object store the log lives on does not answer: {said}",
+        return StorageUnavailableError(f"the object store the log lives on does not answer: {said}",
                                        path=e.filename, **where)  # type: ignore[arg-type]
     return EventLogError(f"cannot read the log's files: {said}", path=e.filename, **where)  # type: ignore[arg-type]
 

@@ -61,7 +61,7 @@ from connectors.files.layout import layout_for
 
 from .schema import conform
 from .times import TimeSpec
-from .uri import STAGING_DIR, StorageUnavailableError, StreamURI, display_uri, parent_uri, staging_uri, \
+from .uri import STAGING_DIR, StreamURI, display_uri, parent_uri, staging_uri, \
     storage_error
 
 
@@ -94,9 +94,9 @@ def reaching(log_uri: str) -> Iterator[None]:
     not a missing file) into a StorageUnavailableError naming the log, the endpoint and its setting."""
     try:
         yield
-    except StorageUnavailableError:
-        raise
-    except ClusterUnavailableError as e:
+    except ClusterUnavailableError as e:  # the file log's StorageUnavailableError included: add log and endpoint
+        if e.reason.startswith("cannot reach the storage of log"):
+            raise  # an inner reaching() said it already
         raise storage_error(e, log_uri) from None
     except (EventLogError, FileNotFoundError):
         raise

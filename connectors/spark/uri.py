@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from eventlog.errors import ClusterUnavailableError, InvalidURIError
+from eventlog.errors import ClusterUnavailableError, InvalidURIError, StorageUnavailableError
 from eventlog.header import check_stream_name
 
 STAGING_DIR = ".staging"
@@ -132,11 +132,6 @@ def display_uri(uri: str) -> str:
 def staging_uri(target: StreamURI, *names: str) -> str:
     """The URI of a folder below the log's staging area for ``target``'s stream (for staged parts)."""
     return join_uri(target.log_uri, STAGING_DIR, target.stream, *names)
-
-
-class StorageUnavailableError(ClusterUnavailableError, OSError):
-    """The storage a log lives on cannot be reached (an object store's endpoint down or wrong): names the log,
-    the endpoint and where the client's settings come from."""
 
 
 def storage_error(e: "OSError | ClusterUnavailableError", log_uri: str) -> StorageUnavailableError:
