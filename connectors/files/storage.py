@@ -413,6 +413,13 @@ class ArrowFsStorage:
         pass
 
 
+_CLIENTS: dict[tuple, object] = {}
+_CLIENTS_LOCK = threading.Lock()
+_AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
+"""The settings a boto3 client takes from the environment: a client is reused only while they are the same."""
+
+
 class S3Storage(ArrowFsStorage):
     """S3 and S3-compatible stores: listings and reads through pyarrow's ``S3FileSystem``, exclusive creates as
     conditional writes (``PutObject`` with ``If-None-Match: *``, through boto3: the ``s3`` extra), so that of
@@ -450,7 +457,15 @@ class S3Storage(ArrowFsStorage):
             if opts.get("access_key"):
                 kwargs.update(aws_access_key_id=opts["access_key"], aws_secret_access_key=opts.get("secret_key"),
                               aws_session_token=opts.get("session_token") or None)
-            self._client = boto3.client("s3", **kwargs)
+            import os
+
+            key = (repr(sorted((k, v) for k, v in kwargs.items() if k != "config")),
+                   tuple(os.environ.get(v) for v in _AWS_ENV), os.getpid())
+            with _CLIENTS_LOCK:  # one client per settings and process: making one costs ~50 ms
+                client = _CLIENTS.get(key)
+                if client is None:
+                    client = _CLIENTS[key] = boto3.client("s3", **kwargs)
+            self._client = client
         return self._client
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
