@@ -111,7 +111,8 @@ def test_topic_with_too_few_partitions_is_refused(kafka_uri, kafka_bootstrap):
 
 
 def test_precreated_empty_topic_gets_the_header(kafka_uri, kafka_bootstrap):
-    log = open_log(kafka_uri, timeout=5)
+    # the writer waits min(timeout, 10 s) for another writer's header before it writes its own: none comes here
+    log = open_log(kafka_uri, timeout=2)
     topic = log.target.topic("s")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result()
