@@ -47,6 +47,8 @@ final class PartCapture {
     static final int BUFFER_ROWS = 1 << 18;
     /** Distinct times buffered at once at most: a new one beyond it writes every buffered time first. */
     static final int MAX_OPEN_TIMES = 64;
+    /** Emptied time buffers kept for reuse at most (the others' memory is released). */
+    static final int KEEP_FREE = 8;
     private static final SecureRandom RANDOM = new SecureRandom();
 
     private final TapSpec spec;
@@ -319,7 +321,12 @@ final class PartCapture {
         times.sort((x, y) -> compareTimes(x.time, y.time));
         for (Buffer b : times) {
             flush(b);
-            free.add(b);
+            if (free.size() < KEEP_FREE) {
+                free.add(b);  // reused for the next new time, its vectors' memory with it
+            } else {
+                all.remove(b.root);
+                b.root.close();
+            }
         }
         pending.clear();
         last = null;
