@@ -21,7 +21,10 @@ hash>/eventlog-spark-tap.jar`` (``$EVENTLOG_JVM_CACHE`` or ``$XDG_CACHE_HOME/eve
 session: ``SparkContext.addJar`` ships it to executors (their task class loaders fetch it), and the driver's
 context class loader — the ``MutableURLClassLoader`` spark-submit gives the py4j threads — gets its URL, so
 py4j finds the classes. A session whose driver class loader cannot take URLs raises
-:class:`JvmTapUnavailable`: start it with ``spark.jars=<jar_path()>`` then.
+:class:`JvmTapUnavailable`: start it with ``spark.jars=<jar_path()>`` then. ``python -m connectors.spark.jvm``
+builds the jar ahead of use.
+
+Tested with pyspark 4.3.0 in local mode (``tests/spark/test_jvm_tap.py``); not yet on a standalone cluster.
 """
 
 from __future__ import annotations
