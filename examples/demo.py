@@ -63,7 +63,8 @@ def _replay_command() -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--log", default="./demo-log", help="log directory (default ./demo-log)")
+    p.add_argument("--log", default="./demo-log",
+                   help="log directory or URI, e.g. s3://bucket/demo-log (default ./demo-log)")
     p.add_argument("--events", type=int, default=200_000, help="generated click events")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--partitions", type=int, default=4, help="Spark partitions of the aggregation = parts")
@@ -73,7 +74,7 @@ def main() -> None:
     add_spark_options(p, "local[2]")
     args = p.parse_args()
     console = Console()
-    log_dir = os.path.abspath(args.log)
+    log_dir = args.log if "://" in args.log else os.path.abspath(args.log)  # s3://…, file://… stay URIs
 
     from pyspark.sql import functions as F
 

@@ -26,7 +26,8 @@ import pytest
 pytestmark = pytest.mark.network
 
 ROOT = Path(__file__).resolve().parent.parent
-OPTIONAL = {"pyspark": "spark", "pandas": "spark", "confluent_kafka": "kafka", "matplotlib": "plot", "duckdb": "sql"}
+OPTIONAL = {"pyspark": "spark", "pandas": "spark", "confluent_kafka": "kafka", "matplotlib": "plot", "duckdb": "sql",
+            "boto3": "s3"}
 """Each optional module and the extra that installs it."""
 CORE = {"pyarrow", "fastavro", "zstandard", "numpy", "click", "rich", "isal"}
 """The core dependencies (distribution names as the wheel's metadata spells them)."""
@@ -95,12 +96,13 @@ def test_wheel_metadata_core_and_extras(core_env):
         else:
             core.add(name)
     assert core == CORE
-    assert set(meta.get_all("Provides-Extra")) == {"spark", "kafka", "plot", "sql", "all", "test"}
+    assert set(meta.get_all("Provides-Extra")) == {"spark", "kafka", "plot", "sql", "s3", "all", "test"}
     assert {r.split("<")[0].split(">")[0] for r in extras["spark"]} == {"pyspark", "pandas"}
     assert {r.split("<")[0].split(">")[0] for r in extras["kafka"]} == {"confluent-kafka"}
     assert {r.split("<")[0].split(">")[0] for r in extras["plot"]} == {"matplotlib"}
     assert {r.split("<")[0].split(">")[0] for r in extras["sql"]} == {"duckdb"}
-    assert extras["all"] == {"eventlog[kafka,plot,spark,sql]"}
+    assert {r.split("<")[0].split(">")[0] for r in extras["s3"]} == {"boto3"}
+    assert extras["all"] == {"eventlog[kafka,plot,s3,spark,sql]"}
 
 
 def test_optional_packages_are_not_installed_and_the_core_imports(core_env):
@@ -192,6 +194,10 @@ def test_missing_extras_name_the_extra(core_env):
         "expect('spark', lambda: __import__('connectors.spark'))\n"
         "from runtime.channels import open_channel_store\n"
         "expect('channels', lambda: open_channel_store('kafka://127.0.0.1:9/rt', 'job'))\n"
+        "import pyarrow.fs as pafs\n"
+        "from connectors.files.storage import S3Storage\n"
+        "fs = pafs.S3FileSystem(endpoint_override='127.0.0.1:9', scheme='http', anonymous=True, region='us-east-1')\n"
+        "expect('s3', lambda: S3Storage(fs).create_exclusive('bucket/key', b'x'))\n"
         "print(json.dumps(said))\n"
     )
     out = _run([core_env["python"], "-c", code], cwd=work)
@@ -201,3 +207,5 @@ def test_missing_extras_name_the_extra(core_env):
                                 "'eventlog[kafka]' (or 'eventlog[all]')", True]
     assert "pip install 'eventlog[spark]'" in said["spark"][0] and "pyspark" in said["spark"][0]
     assert "pip install 'eventlog[kafka]'" in said["channels"][0]
+    assert said["s3"] == ["writing logs to S3 (conditional writes) needs boto3, which is not installed: pip install "
+                          "'eventlog[s3]' (or 'eventlog[all]')", True]

@@ -471,10 +471,10 @@ class S3Storage(ArrowFsStorage):
     def create_exclusive(self, path: str, data: bytes) -> bool:
         import time
 
+        client = self._s3()  # MissingExtraError without boto3
         from botocore.exceptions import BotoCoreError
 
         bucket, _, key = path.partition("/")
-        client = self._s3()
         for attempt in range(self._RETRIES):
             try:
                 client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
