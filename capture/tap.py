@@ -56,11 +56,29 @@ def tap(
     time_type: str | None = None,
     encoding: str = "arrow",
     replace: bool = False,
+    engine: str | None = None,
 ) -> "DataFrame":
     """``df`` with a capture tap: same rows, same schema; each partition becomes one part of ``stream`` in
     the log at ``log_uri`` when a job runs. ``time``: an int, a product time or a column name (default 0);
     ``time_type``: ``"product:K"`` for an ``array<bigint>`` time column. The stream must be new unless
-    ``replace=True`` (file logs: the old stream is deleted). See the module doc for retries and AQE."""
+    ``replace=True`` (file logs: the old stream is deleted). See the module doc for retries and AQE.
+
+    ``engine`` (default ``$EVENTLOG_TAP_ENGINE``, else ``"python"``): ``"python"`` captures in Python workers
+    (``mapInArrow``); ``"jvm"`` inside Spark's JVM (``connectors.spark.jvm``: local file logs, Arrow; raises
+    ``JvmTapUnavailable`` saying why where it cannot run); ``"auto"`` tries the JVM tap and falls back to the
+    Python one, saying why once per process."""
+    engine = engine or os.environ.get(ENGINE_ENV) or "python"
+    if engine not in ("python", "jvm", "auto"):
+        raise ValueError(f"engine must be 'python', 'jvm' or 'auto', not {engine!r}")
+    if engine != "python":
+        from connectors.spark.jvm import JvmTapUnavailable, jvm_tap
+
+        try:
+            return jvm_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace)
+        except JvmTapUnavailable as e:
+            if engine == "jvm":
+                raise
+            _say_once(f"eventlog: the JVM tap cannot run here ({e.reason}); capturing in Python workers")
     from eventlog._extras import require
 
     require("pandas", "spark", "tap() (PySpark's mapInArrow)")
@@ -89,6 +107,19 @@ def tap(
         Capture(log, stream, 0, 1).close()
         return base
     return base.mapInArrow(_TapPartition(target, uuid.uuid4().hex, peers, schema, spec, encoding), df.schema)
+
+
+ENGINE_ENV = "EVENTLOG_TAP_ENGINE"
+"""Environment variable choosing ``tap()``'s engine when the call does not: ``python``, ``jvm`` or ``auto``."""
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        import logging
+
+        logging.getLogger("eventlog.tap").warning(message)
 
 
 def _pinned(df: "DataFrame") -> "tuple[DataFrame, int]":

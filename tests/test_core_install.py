@@ -86,6 +86,8 @@ def test_wheel_metadata_core_and_extras(core_env):
     """The wheel requires only the core packages; each extra brings its own, ``all`` brings every extra."""
     with zipfile.ZipFile(core_env["wheel"]) as z:
         (meta_name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        java = [n for n in z.namelist() if n.startswith("connectors/spark/jvm/src/") and n.endswith(".java")]
+        assert len(java) >= 5, "the JVM tap's Java sources ship in the wheel (built against the user's pyspark)"
         meta = Parser().parsestr(z.read(meta_name).decode())
     core, extras = set(), {}
     for req in meta.get_all("Requires-Dist"):

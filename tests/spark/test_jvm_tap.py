@@ -434,3 +434,48 @@ def test_jar_is_built_outside_the_repository_and_reused(jvm):
     assert os.path.basename(os.path.dirname(jar)).endswith(jvm_mod.source_hash())
     assert jvm_mod.jar_path() == jar
     assert jvm.build() == jvm_mod.source_hash()
+
+
+# -- tap(engine=...): how users reach the JVM tap --------------------------------------------------------
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_tap_engine_jvm_runs_in_the_jvm_and_captures_what_the_python_engine_does(spark, jvm, log_dir, monkeypatch):
+    src = words(spark, 3000, 3)
+    py = tap(src, f"{log_dir}/py", "w", time="t", engine="python")
+    assert "MapInArrow" in _plan(py) or "PythonMapInArrow" in _plan(py)
+    py.count()
+    jv = tap(src, f"{log_dir}/jvm", "w", time="t", engine="jvm")
+    assert "MapInArrow" not in _plan(jv)  # no Python worker on the row path
+    jv.count()
+    assert captured(f"{log_dir}/jvm", "w") == captured(f"{log_dir}/py", "w")
+    verify(f"{log_dir}/jvm")
+    monkeypatch.setenv("EVENTLOG_TAP_ENGINE", "jvm")  # the environment chooses when the call does not
+    env = tap(src, f"{log_dir}/env", "w", time="t")
+    assert "MapInArrow" not in _plan(env)
+    env.count()
+    assert captured(f"{log_dir}/env", "w") == captured(f"{log_dir}/py", "w")
+
+
+def test_tap_engine_auto_falls_back_saying_why_once_and_jvm_refuses(spark, jvm, log_dir, caplog):
+    import logging
+
+    import importlib
+
+    importlib.import_module("capture.tap")._said.clear()
+    src = words(spark, 200, 2)
+    with caplog.at_level(logging.WARNING, logger="eventlog.tap"):
+        for name in ("a", "b"):  # avro: the JVM tap does not write it
+            out = tap(src, f"{log_dir}/auto", name, encoding="avro", engine="auto")
+            assert "MapInArrow" in _plan(out)
+            out.count()
+    said = [r.getMessage() for r in caplog.records if r.name == "eventlog.tap"]
+    assert len(said) == 1 and "JVM tap cannot run here" in said[0] and "avro" in said[0].lower(), said
+    assert sum(len(v) for v in captured(f"{log_dir}/auto", "a").values()) == 200
+    with pytest.raises(JvmTapUnavailable):
+        tap(src, f"{log_dir}/refused", "c", encoding="avro", engine="jvm")
+    with pytest.raises(ValueError, match="engine must be"):
+        tap(src, f"{log_dir}/bad", "d", engine="scala")
