@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import subprocess
 import sys
 import uuid
 
 import pytest
+
+from tests._cluster import _free
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "s3-server")
@@ -48,16 +49,6 @@ class S3Server:
         """Stop the server (a test of what clients see when the store is gone); the fixture is unusable after."""
         subprocess.run([sys.executable, TOOL, "stop", "--port", str(self.port), "--data", self.data],
                        capture_output=True, timeout=60, check=False)
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _tool(*args: str) -> subprocess.CompletedProcess:

@@ -497,12 +497,15 @@ class S3Storage(ArrowFsStorage):
 # -- process memory ----------------------------------------------------------------------------------------
 
 
-class _MemAppend:
-    def __init__(self, buf: bytearray) -> None:
-        self._buf = buf
+class MemoryFile:
+    """An ``AppendFile`` over a bytearray (``data``): in-process files, and the segment an object-store writer
+    keeps until it puts it whole."""
+
+    def __init__(self, buf: "bytearray | None" = None) -> None:
+        self.data = bytearray() if buf is None else buf
 
     def write(self, data: bytes) -> None:
-        self._buf += data
+        self.data += data
 
     def flush(self) -> None:
         pass
@@ -585,16 +588,16 @@ class MemoryStorage:
         with self._mutex:
             self._files[path] = bytearray(data)  # a new buffer: open readers keep the old one, as with a rename
 
-    def create(self, path: str) -> _MemAppend:
+    def create(self, path: str) -> MemoryFile:
         with self._mutex:
             if path in self._files:
                 raise FileExistsError(path)
             buf = self._files[path] = bytearray()
-        return _MemAppend(buf)
+        return MemoryFile(buf)
 
-    def append_to(self, path: str) -> _MemAppend:
+    def append_to(self, path: str) -> MemoryFile:
         try:
-            return _MemAppend(self._files[path])
+            return MemoryFile(self._files[path])
         except KeyError:
             raise FileNotFoundError(path) from None
 

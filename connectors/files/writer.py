@@ -29,7 +29,7 @@ from .codec import file_codec
 from .layout import LOCK_FILE, layout_for
 from .reader import RAW_DECODE_ERRORS, io_error, segment_mark
 from .segment import Place, SegmentFiles, Stop
-from .storage import AppendFile, Storage
+from .storage import AppendFile, MemoryFile, Storage
 
 if TYPE_CHECKING:
     from .log import FileLog
@@ -55,25 +55,6 @@ class Recovery:
     """Where appending continues."""
     events_indexed: int = 0
     """Whole events the index did not list (or listed in a damaged entry) that were added to it."""
-
-
-class _Buffer:
-    """A segment file kept in memory until it is put whole (object stores)."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    def flush(self) -> None:
-        pass
-
-    def fsync(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -407,7 +388,7 @@ class FilePartWriter(PartWriter):
             self._failed = self._fenced(first_seq)
             raise self._failed
         if self._st.objects:  # written whole when sealed (FORMAT.md §3.5): nothing is created before
-            data, index = _Buffer(), _Buffer()
+            data, index = MemoryFile(), MemoryFile()
             data.write(enc.prefix)
             index.write(ix.pack_header(first_seq))
             self._seg = _OpenSegment(first_seq, enc, data, index, len(enc.prefix))
@@ -460,7 +441,7 @@ class FilePartWriter(PartWriter):
     def _put(self, seg: _OpenSegment) -> None:
         """Put a sealed segment (then its index) on an object store; the conditional create of the segment is
         where a writer learns that another one wrote this seq first (it is then fenced)."""
-        assert isinstance(seg.data, _Buffer) and isinstance(seg.index, _Buffer)
+        assert isinstance(seg.data, MemoryFile) and isinstance(seg.index, MemoryFile)
         path = self._sealed_path(seg.first_seq)
         try:
             won = self._st.create_exclusive(path, bytes(seg.data.data))
