@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 import pytest
+
+from tests._ports import port_free
 
 pytest_plugins = ["tests._s3"]
 
@@ -47,14 +48,7 @@ class ClusterToolError(RuntimeError):
     """tools/spark-cluster exited with an error; the message holds its command line and what it printed."""
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+_free = port_free
 
 
 def _ports(port: int) -> list[int]:

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from tests._cluster import _free
+from tests._ports import port_free as _free
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "s3-server")
