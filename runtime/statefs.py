@@ -362,8 +362,6 @@ class S3StateFs:
 
 StateFs = LocalStateFs | S3StateFs
 
-_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 _opened: dict[tuple, S3StateFs] = {}
 _lock = threading.Lock()
 
@@ -397,8 +395,10 @@ def open_state_fs(location: str) -> tuple[StateFs, str]:
     why = state_location_problem(location)
     if why is not None:
         raise LocationError(f"{location!r}: {why}")
+    from connectors.files.storage import AWS_SETTINGS
+
     parsed = urlparse(location)
-    key = (parsed.scheme.lower(), parsed.netloc, tuple(os.environ.get(k) for k in _ENV))
+    key = (parsed.scheme.lower(), parsed.netloc, tuple(os.environ.get(k) for k in AWS_SETTINGS))
     with _lock:
         fs = _opened.get(key)
         if fs is None:
@@ -407,6 +407,7 @@ def open_state_fs(location: str) -> tuple[StateFs, str]:
             try:
                 s3, _ = pafs.FileSystem.from_uri(f"s3://{parsed.netloc}")
                 opts = dict(s3.__reduce__()[1][0])
+                opts["region"] = opts.get("region") or s3.region  # the bucket's region from_uri resolved
                 opts["allow_delayed_open"] = True     # a small object is one PUT, not a multipart upload
                 fs = _opened[key] = S3StateFs(pafs.S3FileSystem(**opts))
             except (OSError, ValueError, TypeError) as e:

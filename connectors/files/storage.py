@@ -415,9 +415,10 @@ class ArrowFsStorage:
 
 _CLIENTS: dict[tuple, object] = {}
 _CLIENTS_LOCK = threading.Lock()
-_AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+AWS_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
             "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
-"""The settings a boto3 client takes from the environment: a client is reused only while they are the same."""
+"""The S3 client settings taken from the environment (by boto3 and pyarrow): a client made from them is reused
+only while they are the same."""
 
 
 class S3Storage(ArrowFsStorage):
@@ -460,7 +461,7 @@ class S3Storage(ArrowFsStorage):
             import os
 
             key = (repr(sorted((k, v) for k, v in kwargs.items() if k != "config")),
-                   tuple(os.environ.get(v) for v in _AWS_ENV), os.getpid())
+                   tuple(os.environ.get(v) for v in AWS_SETTINGS), os.getpid())
             with _CLIENTS_LOCK:  # one client per settings and process: making one costs ~50 ms
                 client = _CLIENTS.get(key)
                 if client is None:
@@ -468,7 +469,9 @@ class S3Storage(ArrowFsStorage):
             self._client = client
         return self._client
 
-    def create_exclusive(self, path: str, data: bytes) -> bool:
+    def _put(self, path: str, data: bytes, **condition: str) -> bool:
+        """One ``PutObject`` of ``data`` at ``path`` (``condition``: boto3's ``IfNoneMatch``): False when the
+        condition failed; OSError when the store does not answer or refuses."""
         import time
 
         client = self._s3()  # MissingExtraError without boto3
@@ -477,14 +480,14 @@ class S3Storage(ArrowFsStorage):
         bucket, _, key = path.partition("/")
         for attempt in range(self._RETRIES):
             try:
-                client.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
                 return True
             except BotoCoreError as e:  # no answer (connection refused, timeouts): after botocore's own retries
                 raise OSError(f"S3 PutObject s3://{path} failed: {e}") from None
             except client.exceptions.ClientError as e:
                 code = e.response.get("Error", {}).get("Code", "")
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-                if code == "PreconditionFailed" or status == 412:
+                if condition and (code == "PreconditionFailed" or status == 412):
                     return False
                 if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < self._RETRIES:
                     time.sleep(0.05 * 2 ** attempt)  # another conditional write to this key is in flight
@@ -492,6 +495,12 @@ class S3Storage(ArrowFsStorage):
                 raise OSError(f"S3 PutObject s3://{path} failed: {code or status}: "
                               f"{e.response.get('Error', {}).get('Message', e)}") from None
         return False
+
+    def create_exclusive(self, path: str, data: bytes) -> bool:
+        return self._put(path, data, IfNoneMatch="*")
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self._put(path, data)  # one request (pyarrow's output stream makes a small object a 3-request multipart upload)
 
 
 # -- process memory ----------------------------------------------------------------------------------------
