@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import Samples, fmt_bytes, fmt_count_rate, format_table  # noqa: E402
-from bench_spark import dir_size, session  # noqa: E402
+from bench_spark import dir_size, generate, job, session  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +52,6 @@ def main() -> None:
     os.makedirs(work, exist_ok=True)
     load_before = os.getloadavg()
 
-    from pyspark.sql import functions as F
 
     from capture import tap
     from connectors.spark.jvm import jvm_tap, prepare
@@ -61,15 +60,7 @@ def main() -> None:
     prepare(spark)  # build (first run) and load the jar: not timed
 
     def rows():
-        return spark.range(0, args.rows, 1, args.partitions).select(
-            "id", (F.col("id") % 100_000).alias("user"),
-            F.concat(F.lit("w"), (F.col("id") % 97).cast("string")).alias("word"),
-            (F.col("id") % 1500 + 40).cast("int").alias("bytes"), (F.col("id") % 8).alias("epoch"))
-
-    def job(df):
-        return df.groupBy("epoch", "word").agg(
-            F.count("*").alias("n"), F.sum("bytes").alias("bytes"),
-            F.approx_count_distinct("user").alias("users")).collect()
+        return generate(spark, args.rows, args.partitions)
 
     log_dir = os.path.join(work, "log")
     parquet = os.path.join(work, "parquet")
