@@ -16,7 +16,8 @@ and, having passed its *whole* partition through, publishes it at once as part `
 a conditional create that exactly one attempt wins); an attempt that finds part ``p`` already published (a retried or
 speculative task, or the same tapped DataFrame evaluated by a second action) passes its rows through and
 keeps nothing. A task that fails, or whose output is not read to the end (``limit``, ``take``), discards its
-staging. So replay never sees duplicates or partial parts. What the log holds is the rows of the *first*
+staging; the attempt that publishes the last partition removes the job's staging folder, with what attempts
+killed mid-partition (an executor lost) left there. So replay never sees duplicates or partial parts. What the log holds is the rows of the *first*
 complete evaluation of each partition: for deterministic jobs, exactly the rows of every evaluation.
 
 **Where.** ``log_uri`` is a local folder (every executor must see it: one machine, or a shared disk) or an
@@ -43,6 +44,7 @@ from eventlog.log import open_log
 if TYPE_CHECKING:  # Spark and the data source load when a tap is made, not when ``capture`` is imported
     from pyspark.sql import DataFrame
 
+    from connectors.spark.staging import PartStager
     from connectors.spark.times import TimeArg, TimeSpec
     from connectors.spark.uri import StreamURI
 
@@ -152,7 +154,7 @@ class _TapPartition:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
-        from connectors.spark.staging import PartStager, publish, remove_tree
+        from connectors.spark.staging import PartStager, publish, remove_tree, sweep_job
 
         ctx = TaskContext.get()
         part, attempt = ctx.partitionId(), ctx.attemptNumber()
@@ -162,17 +164,42 @@ class _TapPartition:
         if self._published(part):  # an earlier evaluation captured this partition
             yield from batches
             return
-        stager = PartStager(self.target, self.job, part, attempt, self.schema, self.time, self.encoding)
+        stager: PartStager | None = PartStager(self.target, self.job, part, attempt, self.schema, self.time,
+                                               self.encoding)
         try:
             for batch in batches:
-                stager.add(batch)
+                if stager is not None:
+                    try:
+                        stager.add(batch)
+                    except Exception as e:
+                        stager = self._lost(stager, part, e)
                 yield batch
-            staged = stager.finish()
-        except BaseException:  # a failure, or GeneratorExit when Spark stops reading early
-            stager.discard()
+        except BaseException:  # the job's own failure, or GeneratorExit when Spark stops reading early
+            if stager is not None:
+                stager.discard()
             raise
-        publish(staged.uri, self.target, part)  # False: another attempt published this partition first
+        if stager is None:
+            return
+        try:
+            staged = stager.finish()
+            publish(staged.uri, self.target, part)  # False: another attempt published this partition first
+        except Exception as e:
+            self._lost(stager, part, e)
+            return
         remove_tree(staged.uri)
+        try:
+            sweep_job(self.target, self.job)  # the last partition published removes what dead attempts left
+        except Exception as e:  # noqa: BLE001 - tidying only: the log is complete either way
+            _say_once(f"eventlog: could not remove the tap's staging folder ({e})")
+
+    def _lost(self, stager: PartStager, part: int, error: Exception) -> None:
+        """Capturing ``part`` failed with ``error``. If another attempt has published the partition (the last
+        partition's attempt may have swept this one's staging away), drop the staging and let the rows pass on;
+        otherwise raise ``error``: the log must not miss this partition."""
+        stager.discard()
+        if not self._published(part):
+            raise error
+        return None
 
 
 def tap_batches(

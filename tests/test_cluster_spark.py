@@ -235,9 +235,10 @@ def test_tap_on_s3_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_clus
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log}/words")
     assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
     assert replayed.select("id").distinct().count() == 4000
-    # an attempt on the killed executor may leave its staging (its Python worker exits without discarding it):
-    # below .staging, which no reader sees
     assert open_log(log).streams() == ["words"]
+    # attempts on the killed executor left their staging (their Python workers exited without discarding it):
+    # the attempt that published the last partition removed it
+    assert no_staging_left(log) == []
 
 
 def test_structured_streaming_on_s3_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket,

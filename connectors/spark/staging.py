@@ -33,7 +33,8 @@ Who publishes: the batch writer's driver-side ``commit()`` publishes exactly the
 attempts left; ``abort()`` removes it too. The tap has no driver-side commit, so the first attempt that
 reaches the end of its partition publishes it (see ``capture.tap``). An attempt whose process dies before it
 discards its staging leaves its folder behind, below ``.staging``, which readers never see: a batch write's
-commit removes it with the job's folder, a tap's stays until someone deletes ``<log>/.staging``.
+commit removes it with the job's folder; for a tap, the attempt that publishes the last partition removes
+the job's folder (``sweep_job``), dead attempts' staging included.
 """
 
 from __future__ import annotations
@@ -175,6 +176,48 @@ def _drop_staging_markers(uri: str, path: str) -> None:
         pass
 
 
+def sweep_job(target: StreamURI, job: str) -> bool:
+    """Remove the job's staging folder once nothing in it can still be published: every attempt folder left
+    there (``<partition>-<attempt>-<nonce>``: an attempt still running, or one whose process died before it
+    discarded its staging) is of a partition that is published already. Returns True if it removed something.
+
+    The tap has no driver-side commit, so each attempt calls this after it published its part and removed its
+    own staging: the last partition to publish finds only dead (or losing) attempts' folders and removes them.
+    Two attempts finishing together cannot both miss it: each removes its own folder before it lists."""
+    job_uri = staging_uri(target, job)
+    with reaching(target.log_uri):
+        log = open_log(target.log_uri)
+        try:
+            names = _list_folder(job_uri)
+        except FileNotFoundError:
+            return False
+        if not names:  # gone (an empty folder is removed with the last attempt folder in it)
+            return False
+        partitions = set()
+        for name in names:
+            head = name.split("-", 1)[0]
+            if not head.isdigit():
+                return False  # not ours: leave the folder alone
+            partitions.add(int(head))
+        for p in sorted(partitions):
+            if log.part_stats(target.stream, p).next_seq <= 1:
+                return False  # an attempt of an unpublished partition may still publish it
+        remove_tree(job_uri)
+        return True
+
+
+def _list_folder(uri: str) -> list[str]:
+    """Names of the entries of a folder of a file log (local or ``pyarrow.fs``); FileNotFoundError if missing."""
+    target = uri[len("file://"):] if uri.startswith("file://") else uri
+    if "://" not in target:
+        return os.listdir(target)
+    if uri.startswith("memory://"):
+        raise FileNotFoundError(uri)  # in-process logs have no folders to sweep
+    fs, path = _fs_path(uri)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return [i.base_name for i in infos]
+
+
 def remove_stream(target: StreamURI) -> None:
     """Delete a stream of a file log (for overwrites). Readers that have it open fail or see it vanish:
     only replace streams nobody reads. Its staging area is left to the jobs that use it."""
@@ -240,8 +283,12 @@ class PartStager:
         return StagedPart(self.partition, self.attempt, self.uri, self.rows)
 
     def discard(self) -> None:
-        """Drop the staged part."""
-        self._cap.abort()
+        """Drop the staged part (never raises for a staging folder that is gone already: the error being handled
+        when an attempt discards is the one to report)."""
+        try:
+            self._cap.abort()
+        except Exception:  # noqa: BLE001 - what it would have synced is removed next
+            pass
         remove_tree(self.uri)
 
 
