@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-handoff test venv bench clean
+.PHONY: demo demo-handoff test venv bench bench-quick clean
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: $(STAMP)
 	$(PY) tools/bench/bench_runtime.py --kafka 127.0.0.1:$(KAFKA_PORT); \
 	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT)
 	$(PY) tools/bench/bench_spark.py
+
+# every headline ratio in a few minutes (smaller inputs, the same interleaved rounds; starts its own broker)
+bench-quick: $(STAMP)
+	$(PY) tools/bench/quick.py
 
 clean:
 	rm -rf $(VENV) demo-log build *.egg-info

@@ -1,12 +1,18 @@
-"""Small timing helpers shared by the benchmarks in tools/bench: best-of-N samples, rate formatting, a table.
+"""Small timing helpers shared by the benchmarks in tools/bench: interleaved samples, ratios, the load average,
+rate formatting, a table, and the one-line headline every benchmark prints.
 
-The machine is shared and noisy, so benchmarks interleave the cases they compare within each repetition and
-keep the best time of each case (best-of-N is the least disturbed run; the spread is reported beside it).
+The machine is shared and noisy, so benchmarks run the cases they compare *interleaved*, one round at a time
+(at least ``ROUNDS`` rounds), and judge a case by the **median of its per-round ratios** to the baseline measured
+in the same round: a load that comes and goes slows both sides of a round alike. Best and spread are reported
+beside it, and the load average before and after (``Load``), so a figure taken on a loaded machine says so.
+Each benchmark ends with ``HEADLINE`` lines (``headline``) that ``tools/bench/quick.py`` collects.
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import statistics
 import time
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Sequence
@@ -48,11 +54,85 @@ class Samples:
         ts = self._times[name]
         return (max(ts) - min(ts)) / min(ts)
 
+    def ratios(self, name: str, base: str, *, higher_is_better: bool = True) -> list[float]:
+        """Per round, ``base``'s time ÷ ``name``'s (how many times faster ``name`` ran; the inverse with
+        ``higher_is_better=False``): the rounds ran both cases back to back, so a load slows both alike."""
+        pairs = zip(self._times[base], self._times[name])
+        return [b / c if higher_is_better else c / b for b, c in pairs]
+
+    def ratio(self, name: str, base: str, *, higher_is_better: bool = True) -> "Ratio":
+        """The per-round ratios of ``name`` to ``base`` summed up (median, best, spread, rounds)."""
+        return Ratio(self.ratios(name, base, higher_is_better=higher_is_better), lower_is_better=not higher_is_better)
+
     def count(self, name: str) -> int:
         return len(self._times[name])
 
     def names(self) -> list[str]:
         return list(self._times)
+
+
+ROUNDS = 5
+"""Interleaved rounds a benchmark runs by default (``--rounds``): enough for a median that holds on a re-run."""
+
+
+class Ratio:
+    """Per-round ratios of a case to its baseline: the median is the headline; best and spread say how noisy."""
+
+    def __init__(self, values: list[float], *, lower_is_better: bool = False) -> None:
+        if not values:
+            raise ValueError("no rounds to take a ratio of")
+        self.values, self.lower_is_better = list(values), lower_is_better
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def best(self) -> float:
+        return min(self.values) if self.lower_is_better else max(self.values)
+
+    @property
+    def spread(self) -> float:
+        """(best - worst) / median: how far apart the rounds were."""
+        return (max(self.values) - min(self.values)) / self.median
+
+    def __str__(self) -> str:
+        return (f"{self.median:.2f}x (best {self.best:.2f}x, spread {self.spread * 100:.0f}%, "
+                f"{len(self.values)} rounds)")
+
+
+class Load:
+    """The 1-minute load average when the benchmark started and now (``str``: ``load 0.42 -> 1.10 on 2 cores``);
+    ``loaded`` is True when either exceeded the core count (the figures were taken on a busy machine)."""
+
+    def __init__(self) -> None:
+        self.before = os.getloadavg()[0]
+
+    @property
+    def now(self) -> float:
+        return os.getloadavg()[0]
+
+    @property
+    def loaded(self) -> bool:
+        return max(self.before, self.now) > (os.cpu_count() or 1)
+
+    def __str__(self) -> str:
+        note = " (LOADED: figures slowed by other work)" if self.loaded else ""
+        return f"load {self.before:.2f} -> {self.now:.2f} on {os.cpu_count()} cores{note}"
+
+
+def headline(name: str, ratio: Ratio, target: float | None, load: Load) -> str:
+    """The one line a benchmark prints per headline figure (collected by ``tools/bench/quick.py``), e.g.
+    ``HEADLINE file write / plain pyarrow: 0.93x (best 0.97x, spread 8%, 5 rounds) target >= 0.9x PASS; load
+    0.40 -> 0.61 on 2 cores``. For a cost ratio (``lower_is_better``: tapped job ÷ job) the target is an upper
+    bound."""
+    if target is None:
+        judged = ""
+    elif ratio.lower_is_better:
+        judged = f" target <= {target}x {'PASS' if ratio.median <= target else 'FAIL'}"
+    else:
+        judged = f" target >= {target}x {'PASS' if ratio.median >= target else 'FAIL'}"
+    return f"HEADLINE {name}: {ratio}{judged}; {load}"
 
 
 def best_of(n: int, fn: Callable[[], Any]) -> float:
