@@ -104,6 +104,7 @@ class KafkaLog(Log):
         self._headers: dict[str, StreamHeader] = {}
         self._consumer = None  # for metadata and scans; made on first use
         self._shared_producer: Producer | None = None
+        self._plain_producer: Producer | None = None  # header records only (_header_producer)
         self._fatal: list[str] = []
         self._ends: dict[tuple[str, int], int] = {}  # the highest end offset seen per partition
 
@@ -117,6 +118,22 @@ class KafkaLog(Log):
                 "error_cb": self._on_error,
             }))
         return self._shared_producer
+
+    def _header_producer(self) -> Producer:
+        """The producer of header records (made on first use): ``acks=all`` but not idempotent. An idempotent
+        producer waits ~0.5 s for its producer id when it is new (librdkafka asks before a broker connection is
+        up, then retries after 500 ms), which was half the cost of creating a stream. Without idempotence a
+        retry may store a header record twice; readers skip header records wherever they are (§9), and the
+        order within a partition holds (one request in flight)."""
+        if self._plain_producer is None:
+            self._plain_producer = Producer(self.target.producer(**{
+                "enable.idempotence": False,
+                "acks": "all",
+                "linger.ms": 0,
+                "max.in.flight.requests.per.connection": 1,
+                "message.timeout.ms": int(min(self.timeout, 300.0) * 1000),
+            }))
+        return self._plain_producer
 
     def _on_error(self, err) -> None:  # noqa: ANN001 - librdkafka's KafkaError
         if err.fatal():
@@ -328,7 +345,7 @@ class KafkaLog(Log):
 
     def _write_headers(self, topic: str, header: StreamHeader, parts) -> None:  # noqa: ANN001
         errors: list[str] = []
-        producer = self.producer()
+        producer = self._header_producer()
         codec = codec_for(header)
         value, headers = header_record_v2(header, json.dumps(codec.schema_json) if header.encoding == "avro" else None)
         for p in parts:
@@ -502,6 +519,9 @@ class KafkaLog(Log):
         if self._shared_producer is not None:
             self._shared_producer.flush(self.timeout)
             self._shared_producer = None
+        if self._plain_producer is not None:
+            self._plain_producer.flush(self.timeout)
+            self._plain_producer = None
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
