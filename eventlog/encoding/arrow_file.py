@@ -14,6 +14,7 @@ their time, sequence id and part. See FORMAT.md §3.4 and §4.1.
 
 from __future__ import annotations
 
+import json
 import time as _clock
 from typing import Mapping
 
@@ -22,12 +23,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from ..errors import CorruptLogError, SchemaMismatchError
-from ..events import Event, Messages
+from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
+from ..events import Event, Messages, Progress
 from ..header import StreamHeader
+from ..limits import (MAX_EVENT_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_UPDATES,
+                      MAX_EVENT_VALUES, check_limit, decoded_bytes_bound)
 from ..records import constant_column, time_column
-from .arrow import _TS, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
+from . import ipc_build
+from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
 from .ipc_file import LEADING_MAGIC, Block, block_of, footer
+from .ipc_message import check_record_batch_message
+from .zstd_frame import constant_int64_frame
 
 META_COLUMNS = ("_time", "_seq")
 """The columns a 2.x Arrow file segment appends to the stream's records."""
@@ -71,6 +77,16 @@ class _FileSegmentEncoder:
         self._empty = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
         self._blocks: list[Block] = []
         self._offset = len(self.prefix)
+        self._assembled = codec.assemble and not codec.header.time_type.arity and type(self)._rows is _ROWS
+        """Messages and Progress messages are assembled (``ipc_build``): int64 times; product times (a list
+        column) go through pyarrow's writer whole, and so do the batches of a ``_rows`` other than this class's
+        (a subclass's, a test's)."""
+        self._records: _BodyWriter | None = None
+        """pyarrow's writer of the stream's own columns (assembled Messages)."""
+        self._progress_parts: ipc_build.BatchParts | None = None
+        """The empty batch's nodes and buffers, as pyarrow wrote them once (assembled Progress)."""
+        self._progress_body = b""
+        """The empty batch's body, as pyarrow wrote it (the single offset of each empty string or list)."""
 
     @property
     def suffix(self) -> bytes:
@@ -86,12 +102,81 @@ class _FileSegmentEncoder:
     def encode(self, seq: int, event: Event) -> bytes:
         """One record-batch message holding ``event`` with its write time; an event over the format's limits
         raises LimitError (nothing is returned, so nothing is written)."""
+        if self._assembled:
+            body = self._assemble(seq, event)
+            self._blocks.append(block_of(body, self._offset))
+            self._offset += len(body)
+            return body
         rows = self._rows(event, seq) if isinstance(event, Messages) else None
         body = encode_event(self._codec.header.stream, seq, event, self._messages, self._progress, self._empty,
                             rows, {_TS: str(now_ms()).encode()})
         self._blocks.append(block_of(body, self._offset))
         self._offset += len(body)
         return body
+
+
+    def _assemble(self, seq: int, event: Event) -> bytes:
+        """``encode``'s message built by ``ipc_build`` (the bytes readers see are those of pyarrow's writer:
+        one record-batch message of the segment schema with the same custom metadata)."""
+        stream = self._codec.header.stream
+        where = {"stream": stream, "seq": seq}
+        ts = str(now_ms()).encode()
+        if isinstance(event, Messages):
+            records = event.records
+            n = check_limit("records in one event", records.num_rows, MAX_EVENT_RECORDS, **where)
+            if self._records is None:
+                self._records = _BodyWriter(self._codec.header.schema, self._codec.records_message,
+                                            self._codec.write_options)
+            raw = self._records.body(records, None)  # pyarrow compresses the stream's own columns
+            parts = ipc_build.parse(raw)
+            values, decoded = ipc_build.totals(parts, memoryview(raw)[parts.body_start:])
+            user_end = parts.body_start + parts.body_length
+            at = parts.body_length + (-parts.body_length % 8)
+            columns = []  # (_time, _seq): one value each
+            for value in (event.time, seq):
+                if not parts.compressed or not n:
+                    data = value.to_bytes(8, "little", signed=True) * n
+                elif columns and value == event.time:
+                    data = columns[0][1]
+                else:
+                    data = (8 * n).to_bytes(8, "little") + constant_int64_frame(value, n)
+                columns.append((at, data))
+                at += len(data) + (-len(data) % 8)
+            nodes = parts.nodes + ipc_build.node(n) + ipc_build.node(n)
+            buffers = parts.buffers + b"".join(ipc_build.buffer(o, 0) + ipc_build.buffer(o, len(d)) for o, d in columns)
+            meta = [(_SEQ, str(seq).encode()), (_KIND, b"messages"), (_TIME, json.dumps(event.time).encode()), (_TS, ts)]
+            head = ipc_build.header(n, nodes, buffers, parts.compressed, parts.variadic, at, meta)
+            pieces = [head, memoryview(raw)[parts.body_start:user_end], b"\0" * (-parts.body_length % 8)]
+            for _, data in columns:
+                pieces += [data, b"\0" * (-len(data) % 8)]
+            body = b"".join(pieces)
+            values += 2 * n
+            decoded += 16 * n
+        elif isinstance(event, Progress):
+            check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, **where)
+            if self._progress_parts is None:
+                raw = self._progress.body(self._empty, None)
+                self._progress_parts = ipc_build.parse(raw)
+                self._progress_body = raw[self._progress_parts.body_start:]  # offsets of empty lists, strings...
+            parts = self._progress_parts
+            meta = [(_SEQ, str(seq).encode()), (_KIND, b"progress"), (_UPDATES, json.dumps(event.updates).encode()),
+                    (_TS, ts)]
+            body = ipc_build.header(0, parts.nodes, parts.buffers, False, parts.variadic, parts.body_length,
+                                    meta) + self._progress_body
+            values = decoded = 0
+        else:
+            raise TypeError(f"not an event: {event!r}")
+        check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, **where)
+        meta_len = int.from_bytes(body[4:8], "little")
+        if meta_len > MAX_EVENT_METADATA_BYTES or values > MAX_EVENT_VALUES or decoded > decoded_bytes_bound(len(body)):
+            try:  # over a limit readers hold events to: raise what they would say
+                check_record_batch_message(memoryview(body))
+            except LogLimitError as e:
+                raise LimitError(e.reason, **where) from None  # type: ignore[arg-type]
+        return body
+
+
+_ROWS = _FileSegmentEncoder._rows
 
 
 class _FileSegmentDecoder(_ArrowSegmentDecoder):
@@ -132,10 +217,15 @@ class ArrowFileCodec(ArrowCodec):
     """Arrow IPC file segments of format 2.x for one stream header (FORMAT.md §3.4, §4.1)."""
 
     file_suffix = ".arrow"
+    assemble = True
+    """Build Messages and Progress messages with ``ipc_build`` (False: every event through pyarrow's writer;
+    tests compare the two)."""
 
     def __init__(self, header: StreamHeader, *, compression: str | None = "zstd") -> None:
         super().__init__(header, compression=compression)
         check_no_meta_columns(header)
+        self.records_message = self.prefix
+        """The IPC schema message of the stream's own columns."""
         self.schema = pa.schema(list(header.schema) + meta_fields(header), metadata=header.schema.metadata)
         self.prefix = LEADING_MAGIC + self.schema.serialize().to_pybytes()
 
