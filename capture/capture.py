@@ -250,6 +250,17 @@ class Capture:
             return Antichain([tt.check(frontier)])
         return Antichain(tt.check(t) for t in frontier)
 
+    def flush(self) -> None:
+        """Make every event sent so far durable now, whatever the ``sync`` mode: a pipelining Kafka writer
+        (``sync="none"``) commits its open transaction and waits for it. Logs whose writers have no ``flush``
+        sync as ``advance_to`` does."""
+        self._check_open()
+        flush = getattr(self._writer, "flush", None)
+        if flush is not None:
+            flush()
+        else:
+            self._writer.sync()
+
     def close(self) -> None:
         """Finish the part: empty its frontier, make everything durable, release the writer."""
         if self._closed:

@@ -22,7 +22,9 @@ Two settings are eventlog's own, not librdkafka's (FORMAT.md "Kafka log"):
 * ``eventlog.sync`` (``fsync`` by default; ``open_log(uri, sync=…)`` and ``Capture(…, sync=…)`` override it):
   ``fsync`` and ``flush`` make every ``advance_to`` commit the part's transaction and wait for it; ``none``
   pipelines: ``advance_to`` commits only once ``eventlog.commit.interval.ms`` (100 by default) passed since the
-  transaction began, ``close`` always commits (FORMAT.md §9.1).
+  first event not yet committed was appended; ``Capture.flush`` and ``close`` always commit (the promise:
+  ``connectors/kafka/writer.py``, "Pipelining"; FORMAT.md §9.1). The interval may not exceed the producer's
+  ``transaction.timeout.ms`` (60000 by default), after which the broker would abort the open transaction.
 
 ``transactional.id`` itself is derived per part and may not be set.
 
@@ -117,6 +119,7 @@ _TIMEOUT = "eventlog.timeout"
 _REPLICATION = "eventlog.replication.factor"
 _SYNC = "eventlog.sync"
 _COMMIT_INTERVAL = "eventlog.commit.interval.ms"
+_TXN_TIMEOUT_DEFAULT = 60000  # librdkafka's transaction.timeout.ms
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -211,6 +214,12 @@ def parse_kafka_uri(uri: str, config: dict[str, Any] | None = None) -> KafkaTarg
     interval = str(settings.pop(_COMMIT_INTERVAL, "100")).strip()
     if not interval.isdigit() or not 0 <= int(interval) <= 3_600_000:
         raise InvalidURIError(f"{_COMMIT_INTERVAL} must be milliseconds in [0, 3600000], got {interval!r}: {uri!r}")
+    txn_timeout = str(settings.get("transaction.timeout.ms", _TXN_TIMEOUT_DEFAULT)).strip()
+    if transactions and txn_timeout.isdigit() and int(interval) > int(txn_timeout):
+        raise InvalidURIError(f"{_COMMIT_INTERVAL}={interval} is longer than transaction.timeout.ms={txn_timeout}: the "
+                              f"broker would abort a sync=\"none\" writer's transaction before it commits; lower the "
+                              f"interval or raise transaction.timeout.ms (up to the broker's "
+                              f"transaction.max.timeout.ms): {uri!r}")
     return KafkaTarget(parsed.netloc, prefix, settings, transactions, txn_prefix, timeout, rf, sync,
                        int(interval) / 1000)
 

@@ -11,10 +11,32 @@ were aborted, its synced ones stay. With ``eventlog.transactions=false`` the wri
 idempotent producer and ``sync`` waits for acknowledgements; nothing fences it then, but readers still
 detect two writers by their epochs.
 
-**Pipelining.** A ``sync="none"`` writer's ``sync`` commits only when the log's commit interval
-(``eventlog.commit.interval.ms``) has passed since the first event not yet committed; ``close`` always commits.
-A crash then loses exactly the uncommitted events, which the restarted application re-sends from the
-recovered frontier.
+**Pipelining** (``sync="none"``: ``open_log(uri, sync="none")``, ``Capture(…, sync="none")`` or
+``?eventlog.sync=none``). The default (``fsync``/``flush``) commits at every ``sync``: each ``advance_to`` is one
+transaction, one commit round trip, and returns once its events are durable. A ``sync="none"`` writer keeps
+its transaction open across ``advance_to`` calls while librdkafka sends the records in the background; its
+``sync`` commits only when ``eventlog.commit.interval.ms`` (100 by default; 0 commits every time) has passed
+since the first event not yet committed was appended. What it promises, exactly:
+
+* when ``advance_to`` returns, every event appended at least the commit interval before it was called is
+  committed, and so is every event before ``acknowledged_seq`` (what the writer knows was committed);
+* when ``Capture.flush`` (``KafkaPartWriter.flush``) or ``close`` returns, every event appended is committed
+  (``acknowledged_seq == next_seq``);
+* committed means durable as the cluster's ``acks=all`` makes it, and visible to readers, which read committed
+  records only: they never see an event before its commit, so never one that a crash then takes back;
+* a crash (or SIGKILL) of the writer loses at most the events from ``acknowledged_seq`` on (all of them, unless
+  it died inside a commit that completed): Kafka aborts the open transaction when the next writer of the
+  part opens (or after ``transaction.timeout.ms``), as one piece, never half of it. The next
+  writer continues after the last committed event and recovers the frontier from what was committed, so the
+  application re-sends those times once (FORMAT.md §1.1), as after a crash of a default writer between two
+  ``advance_to`` calls;
+* errors are not deferred past the commit that meets them: a record Kafka refuses, or a fenced writer, raises
+  ``DeliveryError`` / ``WriterFencedError`` at the ``advance_to``, ``flush`` or ``close`` that commits (or at
+  an ``append``, once the producer knows); the uncommitted window is then aborted whole.
+
+With ``eventlog.transactions=false`` the same rule decides when ``sync`` waits for the acknowledgements of
+everything produced (``flush``); there, readers may see records before they are acknowledged, and a crash
+can leave some of the unacknowledged ones, which the next writer's higher epoch voids (FORMAT.md §1.1).
 
 **Epochs.** After fencing, the writer reads the tail of its partition: it continues after the last
 sequence id, and its epoch is one more than the epoch of the last record. Every record it produces carries
@@ -89,6 +111,7 @@ class KafkaPartWriter(PartWriter):
                 "error_cb": self._on_error,
                 "logger": _rdkafka_log,  # a fenced producer's fatal error is ours to raise, not to print
             }))
+            self._connect(min(log.timeout, 2.0))
             self._call(lambda p: p.init_transactions(log.timeout),
                        "fence earlier writers (init_transactions; for a cluster without transactions, set "
                        "eventlog.transactions=false)")
@@ -127,6 +150,25 @@ class KafkaPartWriter(PartWriter):
     @property
     def next_seq(self) -> int:
         return self._next
+
+    @property
+    def acknowledged_seq(self) -> int:
+        """One past the last event Kafka acknowledged: every event with a lower sequence id is durable (committed,
+        so visible to read_committed readers) and survives a crash of this writer; the events from here to
+        ``next_seq`` are not yet. Equal to ``next_seq`` after every ``sync`` of the default mode; behind it
+        between the commits of a ``sync="none"`` writer (module doc, "Pipelining")."""
+        return self._synced if self._synced is not None else self._next
+
+    def _connect(self, timeout: float) -> None:
+        """Open the producer's broker connections before ``init_transactions``: asked before the coordinator's
+        connection is up, librdkafka retries the producer id request only after 500 ms, which cost 4 openings
+        in 10 half a second. A metadata request for all topics makes it connect to the brokers (one for our
+        topic alone did not, measured). A failure here is left to ``init_transactions`` to report."""
+        assert self._producer is not None
+        try:
+            self._producer.list_topics(timeout=timeout)
+        except KafkaException:
+            pass
 
     # -- errors ----------------------------------------------------------------------------------------
 
@@ -269,6 +311,12 @@ class KafkaPartWriter(PartWriter):
                                     stream=self.stream, part=self.part)
         self._synced = self._next
         self._pending_since = None
+
+    def flush(self) -> None:
+        """Commit (or flush) every event appended so far and wait for Kafka, whatever the sync mode: on return
+        ``acknowledged_seq == next_seq``. The way for a ``sync="none"`` writer to make its events durable at a
+        point of its choosing (before it reports them done elsewhere, at a checkpoint)."""
+        self.sync(force=True)
 
     def close(self) -> None:
         """Sync (commit), then release the part. A writer that failed or was fenced releases silently: its
