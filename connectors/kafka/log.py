@@ -458,9 +458,12 @@ class KafkaLog(Log):
         return self.tail(stream, part).last_seq
 
     def _probe(self, topic: str, part: int, offset: int) -> int | None:
-        """The last sequence id of the first record at or after ``offset`` (0 for the header), None past
-        the end."""
+        """The last sequence id of the first record at or after ``offset`` (0 for the header that opens the
+        partition), None past the end. A header record further on (written twice: a retry, two creators racing)
+        is passed over, so the search stays monotonic."""
         for rec in scan_partition(self, self._scanner(), topic, part, offset):
+            if rec.is_header and rec.offset > 0:
+                continue
             return rec.last_seq if rec.seqs else 0
         return None
 
