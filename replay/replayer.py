@@ -25,6 +25,7 @@ import heapq
 import time as _time
 from typing import Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
@@ -39,6 +40,13 @@ from .keyhash import Key, worker_of
 from .rules import PartProgress
 
 MODES = ("assign", "repartition")
+
+
+def _bool_array(mask: np.ndarray) -> pa.BooleanArray:
+    """``mask`` as an Arrow boolean array, built from its bits (``pa.array`` on numpy makes pyarrow import
+    pandas, ~0.4 s, on the first call in a process)."""
+    return pa.BooleanArray.from_buffers(pa.bool_(), len(mask),
+                                        [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
 
 
 class _Part:
@@ -287,8 +295,9 @@ class Replayer:
         self._push(part)
         return part, entry
 
-    def _events(self) -> Iterator[tuple[Event, int]]:
-        """``(event, part)`` pairs: filtered Messages (possibly empty) and merged-frontier Progress."""
+    def _events(self, *, route: bool = True) -> Iterator[tuple[Event, int]]:
+        """``(event, part)`` pairs: filtered Messages (possibly empty; all their records in repartition mode
+        without ``route``) and merged-frontier Progress."""
         if self._frontier.frontier != Antichain([self.header.time_type.minimum]):
             # a worker that owns no part (or resumed past progress) reports its frontier at once
             changes = MutableAntichain([(self.header.time_type.minimum, 1)])
@@ -321,9 +330,9 @@ class Replayer:
                 if not self._keep_time(ev.time):
                     continue
                 records = ev.records
-                if self.mode == "repartition":
+                if self.mode == "repartition" and route:
                     mask = worker_of(records, self.key, self.peers) == self.worker  # type: ignore[arg-type]
-                    records = records.filter(pa.array(mask)) if not mask.all() else records
+                    records = records.filter(_bool_array(mask)) if not mask.all() else records
                 yield Messages(ev.time, records), part.index
             else:
                 part.rules.progress(entry.seq, ev.updates)  # raises ProgressError on a broken rule
@@ -336,6 +345,41 @@ class Replayer:
         for ev, _ in self._events():
             if isinstance(ev, Progress) or ev.records.num_rows:
                 yield ev
+
+    def split(self) -> Iterator[tuple[int, Event]]:
+        """Every replay worker's events in one pass (``mode="repartition"``): ``(j, event)`` pairs such that, for
+        each worker ``j`` of ``peers``, the events paired with ``j`` are exactly those ``Replayer(..., worker=j)``
+        yields — its share of each Messages event that has rows for it, and every merged-frontier Progress
+        event (in repartition mode every worker tracks every part: they share one frontier). Each event is
+        read, checked and decoded once and each key hashed once, where ``peers`` replayers do it ``peers``
+        times: copying or exporting a stream into ``peers`` repartitioned parts costs about one replay. The
+        ``worker`` this replayer was made for plays no part; ``frontier`` and ``position`` are every worker's."""
+        if self.mode != "repartition":
+            raise ValueError("split() replays every worker of repartition mode (in assign mode each worker "
+                             "reads its own parts: use one replayer per worker)")
+        peers = self.peers
+        for ev, _ in self._events(route=False):
+            if isinstance(ev, Progress):
+                for j in range(peers):
+                    yield j, ev
+                continue
+            records = ev.records
+            if not records.num_rows:
+                continue
+            owner = worker_of(records, self.key, peers)  # type: ignore[arg-type]
+            counts = np.bincount(owner, minlength=peers)
+            if counts.max() == records.num_rows:  # one worker takes every row: no copy
+                yield int(owner[0]), ev
+                continue
+            small = owner.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64)
+            order = np.argsort(small, kind="stable")  # each worker's rows, in their order (a radix sort)
+            grouped = records.take(pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)]))
+            start = 0
+            for j in range(peers):
+                n = int(counts[j])
+                if n:
+                    yield j, Messages(ev.time, grouped.slice(start, n))
+                    start += n
 
     def completed(self) -> Iterator[tuple[Time, pa.Table]]:
         """``(time, table)`` once per time that any read part sent at (within since/until), with all of this
