@@ -171,17 +171,52 @@ class Log(abc.ABC):
         return f"{type(self).__name__}({self.uri!r})"
 
 
+PRELOAD_ENV = "EVENTLOG_PRELOAD"
+"""Set to ``0`` to keep ``open_log`` from calling :func:`preload` (a process that never converts Python or
+numpy values to Arrow, and wants pandas left unimported)."""
+_preloaded = False
+
+
+def preload() -> None:
+    """Do once, now, what the first event of a capture or replay would otherwise pay for on its hot path:
+    pyarrow imports pandas (0.2–0.8 s) the first time it converts Python or numpy values (``pa.array``,
+    ``from_pylist``, ``pa.record_batch(dict)``), and sets up its zstd codec, IPC reader and compute kernels on
+    first use (~10–30 ms). ``open_log`` calls it once per process (unless ``EVENTLOG_PRELOAD=0``); a worker
+    daemon that forks workers may call it before forking, so that no worker pays it."""
+    global _preloaded
+    if _preloaded:
+        return
+    _preloaded = True
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.ipc as ipc
+
+    values = pa.array(np.arange(4, dtype=np.int64))  # pyarrow's pandas shim (imports pandas when installed)
+    batch = pa.RecordBatch.from_arrays([values, pa.array(["a", "b", "c", "d"])], names=["x", "s"])
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, batch.schema, options=ipc.IpcWriteOptions(compression="zstd")) as w:
+        w.write_batch(batch)
+    back = ipc.open_stream(sink.getvalue()).read_next_batch()
+    back.validate(full=True)
+    back.filter(pc.greater(back.column(0), 1)).take(pa.array([0]))
+    pc.min_max(back.column(0))
+
+
 def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
     """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``,
     ``kafka://host:port/prefix``, or a ``pyarrow.fs`` URI (``s3://bucket/path``, …). File options: ``sync``
     (``fsync``/``flush``/``none``), ``segment_bytes``, ``filesystem`` (a ``pyarrow.fs.FileSystem``), ``format``
     (``"2.0"``, or ``"1.2"`` for older readers) and ``avro_codec`` (``deflate``; ``zstandard``, ``null``). Kafka
     options: ``config`` (librdkafka settings), ``timeout``,
-    ``replication_factor`` (see ``connectors.kafka``)."""
+    ``replication_factor`` (see ``connectors.kafka``). The first call in a process also calls
+    :func:`preload`."""
     if isinstance(uri, Path) or (isinstance(uri, os.PathLike)):
         uri = os.fspath(uri)
     if not isinstance(uri, str) or not uri:
         raise InvalidURIError(f"not a log URI: {uri!r}")
+    if not _preloaded and os.environ.get(PRELOAD_ENV, "1") != "0":
+        preload()
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme == "memory":

@@ -17,6 +17,7 @@ from ..limits import MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_VALU
 _CONTINUATION = 0xFFFFFFFF
 _RECORD_BATCH = 3  # MessageHeader union: NONE, Schema, DictionaryBatch, RecordBatch, Tensor, SparseTensor
 _ZSTD = 1  # CompressionType: LZ4_FRAME, ZSTD
+_STRUCTS: dict[str, struct.Struct] = {}
 
 
 class _Flatbuffer:
@@ -27,10 +28,17 @@ class _Flatbuffer:
         self.n = len(buf)
 
     def _get(self, fmt: str, pos: int) -> int:
-        size = struct.calcsize(fmt)
-        if not 0 <= pos <= self.n - size:
+        s = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct(fmt))
+        if not 0 <= pos <= self.n - s.size:
             raise ValueError(f"IPC metadata offset {pos} is outside its {self.n} bytes")
-        return struct.unpack_from(fmt, self.buf, pos)[0]
+        return s.unpack_from(self.buf, pos)[0]
+
+    def items(self, fmt: str, start: int, count: int) -> list[tuple[int, ...]]:
+        """``count`` structs of ``fmt`` from ``start`` (a vector that ``_Table.vector`` bounded)."""
+        size = struct.calcsize(fmt)
+        if not 0 <= start <= self.n - size * count:
+            raise ValueError(f"IPC metadata offset {start} is outside its {self.n} bytes")
+        return list(struct.iter_unpack(fmt, self.buf[start : start + size * count]))
 
     def table(self, pos: int) -> "_Table":
         vtable = pos - self._get("<i", pos)
@@ -130,8 +138,7 @@ def check_record_batch_message(data: memoryview, start: int = 0) -> BatchMessage
         raise LogLimitError(f"event holds {rows} records, over the format's limit of {MAX_EVENT_RECORDS}")
     nodes_at, nodes = batch.vector(1, 16)
     values = 0
-    for i in range(nodes):
-        length = fb._get("<q", nodes_at + 16 * i)
+    for i, (length, _) in enumerate(fb.items("<qq", nodes_at, nodes)):
         if length < 0:
             raise ValueError(f"array {i} declares length {length}")
         values += length
@@ -144,8 +151,7 @@ def check_record_batch_message(data: memoryview, start: int = 0) -> BatchMessage
         raise ValueError(f"IPC body compression {codec} is not zstd")
     bufs_at, nbufs = batch.vector(2, 16)
     decoded = 0
-    for i in range(nbufs):
-        offset, length = fb._get("<q", bufs_at + 16 * i), fb._get("<q", bufs_at + 16 * i + 8)
+    for i, (offset, length) in enumerate(fb.items("<qq", bufs_at, nbufs)):
         if offset < 0 or length < 0 or offset + length > body_len:
             raise ValueError(f"IPC buffer {i} ({offset}, {length}) lies outside the {body_len}-byte body")
         if codec is None or length == 0:
@@ -158,7 +164,7 @@ def check_record_batch_message(data: memoryview, start: int = 0) -> BatchMessage
             raise ValueError(f"compressed IPC buffer {i} declares {declared} bytes")
         decoded += length - 8 if declared == -1 else declared
     counts_at, ncounts = batch.vector(4, 8)
-    counts = [fb._get("<q", counts_at + 8 * i) for i in range(ncounts)]
+    counts = [c for (c,) in fb.items("<q", counts_at, ncounts)]
     variadic = sum(counts)
     if min(counts, default=0) < 0 or variadic > nbufs:
         raise ValueError(f"record batch declares {variadic} variadic buffers, it has {nbufs}")
