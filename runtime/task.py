@@ -18,7 +18,6 @@ import time
 import traceback
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from eventlog.antichain import Antichain
@@ -27,7 +26,7 @@ from .channels import open_channel_store
 from .errors import JobAbortedError, TaskFailedError
 from .faults import TaskFaults
 from .graph import SINK, SOURCE, Plan, TaskSpec
-from .keygroups import instance_of_group, key_groups_of
+from .keygroups import destinations, split_by_destination
 from .locations import check_mark
 from .operators import OperatorContext, StateCheck
 from .payload import FINISHED_TS, encode_batch
@@ -58,17 +57,13 @@ class _Router:
             ws[self._next % len(ws)].write(payload, payload.size)
             self._next += 1
         else:
-            groups = key_groups_of(batch, self.key, self.key_groups)
-            targets = instance_of_group(groups, self.key_groups, len(ws)).astype(np.int16)
-            order = np.argsort(targets, kind="stable")   # radix sort on int16: linear
-            sorted_t = targets[order]
-            bounds = np.searchsorted(sorted_t, np.arange(len(ws) + 1))
-            for j in range(len(ws)):
-                lo, hi = int(bounds[j]), int(bounds[j + 1])
-                if hi > lo:
-                    part = batch if hi - lo == batch.num_rows else batch.take(pa.array(order[lo:hi]))
-                    payload = encode_batch(time, part)
-                    ws[j].write(payload, payload.size)
+            # one hash per row, one split per batch, one encode per destination (runtime.keygroups)
+            parts = split_by_destination(destinations(batch, self.key, self.key_groups, len(ws)), len(ws))
+            for j, idx in enumerate(parts):
+                if idx is None:
+                    continue
+                payload = encode_batch(time, batch if idx is Ellipsis else batch.take(pa.array(idx)))
+                ws[j].write(payload, payload.size)
 
 
 class TaskRunner:
