@@ -244,6 +244,8 @@ class KeyedAggregateOp(Operator):
         self._pending: dict[int, dict[Any, Any]] = {}    # time or window start -> key -> partial
         self._key_names: list[str] = []
         self._key_types: list[pa.DataType] | None = None
+        self._counted: dict[int, list[list[pa.Array]]] = {}   # count(): slot -> key columns not yet counted
+        self._counted_rows = 0
 
     # -- keys ----------------------------------------------------------------------------------------
 
@@ -315,16 +317,19 @@ class KeyedAggregateOp(Operator):
         slot = time if self.window is None else time - time % self.window
         bucket = self._pending.setdefault(slot, {})
         kind = self.agg.kind
-        if kind in ("count", "sum"):
+        if kind == "count":
+            # counted per slot in one pass when the slot is folded (or at a snapshot): fewer, larger groupings
+            self._counted.setdefault(slot, []).append(cols)
+            self._counted_rows += batch.num_rows
+            if self._counted_rows > _COUNT_BUFFER_ROWS:
+                for s in list(self._counted):
+                    self._count_slot(s)
+            return
+        if kind == "sum":
             names = [f"k{i}" for i in range(len(cols))]
-            if kind == "count":
-                table = pa.Table.from_arrays(cols, names=names)
-                grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
-                values = grouped.column("count_all").to_pylist()
-            else:
-                table = pa.Table.from_arrays([*cols, batch.column(self.agg.column)], names=[*names, "v"])
-                grouped = table.group_by(names, use_threads=False).aggregate([("v", "sum")])
-                values = grouped.column("v_sum").to_pylist()
+            table = pa.Table.from_arrays([*cols, batch.column(self.agg.column)], names=[*names, "v"])
+            grouped = table.group_by(names, use_threads=False).aggregate([("v", "sum")])
+            values = grouped.column("v_sum").to_pylist()
             keys = self._keys_of(grouped, names)
             get = bucket.get
             for k, v in zip(keys, values):
@@ -358,6 +363,21 @@ class KeyedAggregateOp(Operator):
             return cols[0].to_pylist()
         return list(zip(*(c.to_pylist() for c in cols)))
 
+    def _count_slot(self, slot: int) -> None:
+        """Add the key columns buffered for ``slot`` to its pending counts."""
+        buffered = self._counted.pop(slot, None)
+        if not buffered:
+            return
+        n_cols = len(buffered[0])
+        cols = [pa.concat_arrays([b[i] for b in buffered]) if len(buffered) > 1 else buffered[0][i]
+                for i in range(n_cols)]
+        self._counted_rows -= len(cols[0])
+        keys, counts = count_keys(cols)
+        bucket = self._pending.setdefault(slot, {})
+        get = bucket.get
+        for k, v in zip(keys, counts):
+            bucket[k] = get(k, 0) + v
+
     # -- time ----------------------------------------------------------------------------------------
 
     def _last_time(self, slot: int) -> int:
@@ -371,11 +391,46 @@ class KeyedAggregateOp(Operator):
     def on_frontier(self, frontier: Antichain) -> None:
         done = sorted(s for s in self._pending if not frontier.less_equal(self._last_time(s)))
         for slot in done:
+            self._count_slot(slot)
             bucket = self._pending.pop(slot)
-            rows = self._fold(slot, bucket)
-            if rows:
-                batch = pa.RecordBatch.from_pylist(rows, schema=self.schema)
+            if self.agg.kind in ("count", "sum"):
+                batch = self._fold_columns(slot, bucket)
+            else:
+                rows = self._fold(slot, bucket)
+                batch = pa.RecordBatch.from_pylist(rows, schema=self.schema) if rows else None
+            if batch is not None:
                 self.ctx.emit(self._last_time(slot), batch)
+
+    def _fold_columns(self, slot: int, bucket: dict[Any, Any]) -> pa.RecordBatch | None:
+        """``count``/``sum``: what ``_fold`` computes, built column by column (the same batch as
+        ``from_pylist`` of ``_fold``'s rows, without a dict per row)."""
+        if not bucket:
+            return None
+        keys = _sorted(bucket)
+        if self.window is not None:
+            values = [bucket[k] for k in keys]
+        else:
+            state = self._state
+            get = state.get
+            values = [get(k, 0) + bucket[k] for k in keys]
+            state.update(zip(keys, values))
+        n = len(keys)
+        cols: dict[str, list[Any]] = {}
+        names = self._key_names
+        if len(names) == 1:
+            cols[names[0]] = keys
+        else:
+            for i, name in enumerate(names):
+                cols[name] = [k[i] for k in keys]
+        cols["count" if self.agg.kind == "count" else self.agg.column] = values
+        if self.window is not None:
+            cols["window_start"] = [slot] * n
+            cols["window_end"] = [slot + self.window] * n
+        schema = self.schema
+        if schema is None:
+            return pa.RecordBatch.from_arrays([pa.array(c) for c in cols.values()], names=list(cols))
+        return pa.RecordBatch.from_arrays([pa.array(cols.get(f.name, [None] * n), type=f.type) for f in schema],
+                                          schema=schema)
 
     def _key_dict(self, k: Any) -> dict[str, Any]:
         if len(self._key_names) == 1:
@@ -439,6 +494,8 @@ class KeyedAggregateOp(Operator):
         return f"running values of {kind}()" if kind != "aggregate" else "accumulators of aggregate()"
 
     def snapshot(self, checkpoint: int) -> dict[str, Any]:
+        for slot in list(self._counted):
+            self._count_slot(slot)
         n = len(self._key_names)
         node = self.ctx.node
         state_keys = list(self._state)
@@ -458,6 +515,29 @@ class KeyedAggregateOp(Operator):
         if self._key_types is not None:
             inst["key_schema"] = pa.schema([pa.field(f"k{i}", t) for i, t in enumerate(self._key_types)]).empty_table()
         return {"keyed": {"state": state, "pending": pending}, "instance": inst}
+
+
+_COUNT_BUFFER_ROWS = 1 << 20
+"""Key rows ``count()`` buffers (all slots together) before it counts them into its pending counts."""
+
+
+def count_keys(cols: list[pa.Array]) -> tuple[list[Any], list[int]]:
+    """The distinct keys of the key columns ``cols`` (one Python value per key, a tuple for several columns)
+    and how many rows have each — what ``group_by(...).aggregate([([], "count_all")])`` gives. One integer
+    column without nulls whose values span at most a few times the rows (ids, buckets, small keys) is counted
+    with ``numpy.bincount``; anything else with Arrow's hash grouping."""
+    if len(cols) == 1:
+        col = cols[0]
+        if pa.types.is_integer(col.type) and col.null_count == 0 and len(col):
+            values = col.to_numpy(zero_copy_only=False)
+            lo, hi = int(values.min()), int(values.max())
+            if hi - lo <= 4 * len(values) + 1024 and hi < 1 << 63:
+                counts = np.bincount(np.subtract(values, lo, dtype=np.int64), minlength=hi - lo + 1)
+                present = np.flatnonzero(counts)
+                return (present + lo).tolist(), counts[present].tolist()
+    names = [f"k{i}" for i in range(len(cols))]
+    grouped = pa.Table.from_arrays(cols, names=names).group_by(names, use_threads=False).aggregate([([], "count_all")])
+    return KeyedAggregateOp._keys_of(grouped, names), grouped.column("count_all").to_pylist()
 
 
 def _sorted(keys: Iterable[Any]) -> list[Any]:
