@@ -28,12 +28,15 @@ demo-handoff: $(STAMP)
 	$(PY) tools/kafka-broker stop --port $(DEMO_KAFKA_PORT); exit $$rc
 
 KAFKA_PORT ?= 19092
+# pytest-xdist workers (tests/conftest.py keeps the tests sharing a Kafka or Spark cluster on one worker);
+# PYTEST_WORKERS=0 runs everything in one process
+PYTEST_WORKERS ?= 2
 
 # the Kafka tests run against Apache Kafka (one local broker, KRaft), started for the run and stopped after it;
 # the first run fetches Kafka's jars through Maven into ~/.cache/eventlog (needs Java 17 and Maven)
 test: $(STAMP)
 	$(PY) tools/kafka-broker start --port $(KAFKA_PORT)
-	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
 	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT); exit $$rc
 
 # each benchmark prints ratios against a baseline measured in the same run; results go to BENCHMARKS.md

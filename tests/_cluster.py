@@ -31,7 +31,7 @@ import time
 
 import pytest
 
-from tests._ports import port_free
+from tests._ports import port_free, worker_index
 
 pytest_plugins = ["tests._s3"]
 
@@ -94,7 +94,7 @@ _shared: dict[str, object] = {}
 
 def _start_cluster() -> SparkCluster:
     env = os.environ.get("EVENTLOG_SPARK_PORT")
-    candidates = [int(env)] if env else [17077 + 10 * k for k in range(20)]
+    candidates = [int(env)] if env else [17077 + 10 * k for k in range(10 * worker_index(), 10 * worker_index() + 20)]
     port = next((p for p in candidates if all(_free(q) for q in _ports(p))), None)
     if port is None:
         raise ClusterToolError(f"no free port block for a Spark cluster among {candidates} (set $EVENTLOG_SPARK_PORT)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 
 
@@ -14,3 +15,11 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def worker_index() -> int:
+    """This pytest process's index among pytest-xdist workers (``gw0`` → 0, ``gw1`` → 1; 0 without xdist), so
+    fixtures that start servers search for free ports in blocks of their own and two workers never race for
+    the same port."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0

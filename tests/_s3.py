@@ -3,7 +3,7 @@
 Test modules load the fixtures with ``pytest_plugins = ["tests._s3"]``:
 
 * ``s3_server`` — one server for the pytest session, started the first time a test asks for it on the first
-  free port from 17900 in steps of 10 (or ``$EVENTLOG_S3_PORT``), stopped at the end. While it runs, the
+  free port from 17900 in steps of 10 (from 18200 in pytest-xdist's second worker; or ``$EVENTLOG_S3_PORT``), stopped at the end. While it runs, the
   process environment holds the standard client settings (``AWS_ENDPOINT_URL`` and keys, ``s3-server env``),
   so ``open_log("s3://…")``, pyarrow and boto3 reach it as they would reach any S3 endpoint; ``.env`` is that
   dict, to hand to subprocesses and Spark executors (``spark.executorEnv.*``).
@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from tests._ports import port_free as _free
+from tests._ports import port_free as _free, worker_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "s3-server")
@@ -59,7 +59,7 @@ def _tool(*args: str) -> subprocess.CompletedProcess:
 def s3_server(tmp_path_factory):
     pytest.importorskip("moto.server", reason="moto[server] (the test extra) runs the S3 server")
     fixed = os.environ.get("EVENTLOG_S3_PORT")
-    port = int(fixed) if fixed else next(p for p in range(17900, 18900, 10) if _free(p))
+    port = int(fixed) if fixed else next(p for p in range(17900 + 300 * worker_index(), 18900, 10) if _free(p))
     data = str(tmp_path_factory.mktemp("s3-server"))
     proc = _tool("start", "--port", str(port), "--data", data)
     if proc.returncode != 0:

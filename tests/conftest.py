@@ -20,6 +20,25 @@ from tests.kafka_cluster import KafkaCluster  # noqa: E402
 
 _memory_names = itertools.count()
 
+_XDIST_GROUPS = {
+    # files whose tests start servers on fixed ports, or one shared cluster: one pytest-xdist worker runs each group
+    "test_kafka_broker_tool.py": "kafka-clusters",
+    "test_kafka_failures.py": "kafka-clusters",
+    "test_kafka_unreachable.py": "kafka-clusters",
+    "test_cluster_spark.py": "spark-cluster",
+    "test_cluster_runtime.py": "spark-cluster",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), keep the tests of each group in
+    ``_XDIST_GROUPS`` on one worker: they share a three-broker Kafka cluster on fixed ports, or a Spark
+    standalone cluster."""
+    for item in items:
+        group = _XDIST_GROUPS.get(item.path.name)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture
 def schema() -> pa.Schema:
