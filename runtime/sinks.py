@@ -28,7 +28,9 @@ the file before it is read. A missing or damaged file of an epoch not yet commit
 
 from __future__ import annotations
 
+import os
 import re
+import struct
 import time as _time
 import zlib
 from typing import Any, Callable
@@ -272,14 +274,49 @@ class StagedSink(Operator):
                 part.out = None
 
 
+_CURSOR_RECORD = struct.Struct("<IQI")
+"""A cursor log record: magic, calls made, CRC-32 of the 12 bytes before it."""
+_CURSOR_MAGIC = 0x52435345   # b"ESCR"
+_CURSOR_LOG_LIMIT = 64 << 20
+
+
+def _read_cursor_log(fs: StateFs, path: str) -> int | None:
+    """The calls count of the last record of a callable sink's cursor log (None: no log, or no record). A
+    trailing partial record is an append cut short (the machine stopped during it; the call it would have
+    counted is made again) and is ignored; any other record that is not a well-formed, checksummed count
+    above the one before it is damage: ``CheckpointCorruptError`` naming the file and offset."""
+    if not fs.exists(path):
+        return None
+    data = fs.read(path, _CURSOR_LOG_LIMIT)
+    size = _CURSOR_RECORD.size
+    last = None
+    for off in range(0, len(data) - len(data) % size, size):
+        magic, calls, crc = _CURSOR_RECORD.unpack_from(data, off)
+        if magic != _CURSOR_MAGIC or zlib.crc32(data[off:off + 12]) != crc:
+            raise CheckpointCorruptError("sink cursor log record fails its checksum (it was damaged or edited)",
+                                         path=fs.display(path), offset=off)
+        if last is not None and calls <= last:
+            raise CheckpointCorruptError(f"sink cursor log goes back from {last} to {calls} calls",
+                                         path=fs.display(path), offset=off)
+        last = calls
+    return last
+
+
 class CallableSink(StagedSink):
     """Calls ``fn(time, table)`` for the sink's records, only once they belong to a complete checkpoint.
 
-    Each call is one batch the sink received, in the order received per part. A cursor file per part
-    counts the calls made; it is saved after each call, so after a restart only the calls not yet made are
-    made — unless the process died between a call returning and its cursor being saved, in which case that
-    one call is made again (the only window; a sink whose effect must be exactly-once even then should
-    write to a log with ``to_log``)."""
+    Each call is one batch the sink received, in the order received per part. A cursor per part counts the
+    calls made; it is saved after each call, so after a restart only the calls not yet made are made —
+    unless the process died between a call returning and its cursor being saved, in which case that one
+    call is made again (the only window; a sink whose effect must be exactly-once even then should write to
+    a log with ``to_log``).
+
+    The cursor is two files in the part's staging folder: ``cursor``, a checksummed document rewritten
+    (temporary file and rename) after each committed epoch, and on a local disk ``cursor.log``, to which each
+    call appends one 16-byte checksummed record of the calls made so far (one ``write``, where a document
+    rewrite per call cost several file operations) and which is emptied once the document holds its count.
+    The position is the larger of the two. On object stores (no append) the document is rewritten after
+    each call instead."""
 
     def __init__(self, fn: Callable[[int, pa.Table], None], parts: int | None = None) -> None:
         super().__init__(parts)
@@ -290,12 +327,16 @@ class CallableSink(StagedSink):
 
     @staticmethod
     def _read_cursor(fs: StateFs, path: str) -> int:
-        if not fs.exists(path):
-            return 0
-        body = read_document(path, "cursor", limit=4096, fs=fs)
-        calls = body.get("calls")
-        if not is_int(calls):
-            raise CheckpointCorruptError("sink cursor's 'calls' is not an int >= 0", path=fs.display(path))
+        calls = 0
+        if fs.exists(path):
+            body = read_document(path, "cursor", limit=4096, fs=fs)
+            calls = body.get("calls")
+            if not is_int(calls):
+                raise CheckpointCorruptError("sink cursor's 'calls' is not an int >= 0", path=fs.display(path))
+        if not fs.objects:
+            logged = _read_cursor_log(fs, path + ".log")
+            if logged is not None and logged > calls:
+                calls = logged
         return calls
 
     def _verify_part(self, fs: StateFs, directory: str, part: int) -> None:
@@ -307,13 +348,51 @@ class CallableSink(StagedSink):
             cursors[part] = self._read_cursor(self._fs, self._cursor_path(part))
         return cursors[part]
 
+    def _log_fd(self, part: int) -> int:
+        """The cursor log of ``part``, open for appending (a partial record left at its end is cut off first)."""
+        fds = self.__dict__.setdefault("_log_fds", {})
+        fd = fds.get(part)
+        if fd is None:
+            fd = os.open(self._cursor_path(part) + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            size = os.fstat(fd).st_size
+            if size % _CURSOR_RECORD.size:
+                os.ftruncate(fd, size - size % _CURSOR_RECORD.size)
+            fds[part] = fd
+        return fd
+
     def _deliver(self, part: int, kind: int, payload: Any) -> None:
         if kind == _ITEM_DATA:
             t, batch = decode_batch(payload)
             self.fn(t, pa.Table.from_batches([batch]))
         calls = self._position(part) + 1
-        self._fs.write(self._cursor_path(part), encode_document("cursor", {"calls": calls}), sync=False)
+        if self._fs.objects:
+            self._fs.write(self._cursor_path(part), encode_document("cursor", {"calls": calls}), sync=False)
+        else:
+            head = _CURSOR_RECORD.pack(_CURSOR_MAGIC, calls, 0)[:12]
+            record = head + struct.pack("<I", zlib.crc32(head))
+            if os.write(self._log_fd(part), record) != len(record):
+                raise CheckpointError(f"sink {self.ctx.node!r} could not append to its cursor log (disk full?)",
+                                      part=part)
         self._cursors[part] = calls
+
+    def _end_epoch(self, part: int) -> None:
+        if self._fs.objects:
+            return
+        fd = self.__dict__.get("_log_fds", {}).get(part)
+        if fd is None:
+            return
+        # the document takes the count, then the log is emptied (a crash in between: the log's records are
+        # not above the document's count, and the position is the larger)
+        self._fs.write(self._cursor_path(part), encode_document("cursor", {"calls": self._cursors[part]}), sync=False)
+        os.ftruncate(fd, 0)
+
+    def close(self) -> None:
+        super().close()
+        for fd in self.__dict__.pop("_log_fds", {}).values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class LogSink(StagedSink):
