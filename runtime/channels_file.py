@@ -20,6 +20,8 @@ import shutil
 import struct
 from typing import Any, Sequence
 
+import pyarrow as pa
+
 from eventlog import bundle
 
 from .barrier import decode_barrier
@@ -61,7 +63,7 @@ class _FileAppender(ChannelAppender):
 
 
 class _FileChannel:
-    __slots__ = ("position", "name", "dir", "segment", "fd", "leftover", "done_segments")
+    __slots__ = ("position", "name", "dir", "segment", "fd", "offset", "need", "done_segments")
 
     def __init__(self, position: int, name: str, directory: str) -> None:
         self.position = position
@@ -69,11 +71,18 @@ class _FileChannel:
         self.dir = directory
         self.segment = 0
         self.fd: int | None = None
-        self.leftover = b""
+        self.offset = 0                # bytes of the current segment consumed (whole bundles)
+        self.need = 0                  # bytes of the next bundle, once its header was seen
         self.done_segments: list[tuple[int, int]] = []  # (segment, checkpoint id of its closing barrier)
 
 
 class _FileTail(ChannelTail):
+    """Tails channel segments: each poll reads what the file holds beyond the whole bundles consumed (at most
+    ``CHANNEL_READ_CHUNK``, or the next bundle when it is larger) into a new buffer of Arrow's memory pool, in
+    one ``preadv`` at the channel's offset; the bundles (and the batches decoded from them) are views of that
+    buffer. A bundle cut by the end of the read is read again, whole, by the next poll: no partial bundle is
+    kept and nothing is copied but by the read itself."""
+
     def __init__(self, channels: list[_FileChannel]) -> None:
         self._channels = {c.position: c for c in channels}
 
@@ -90,18 +99,20 @@ class _FileTail(ChannelTail):
                     ch.fd = os.open(_segment_path(ch.dir, ch.segment), os.O_RDONLY)
                 except FileNotFoundError:
                     return
-            data = os.read(ch.fd, CHANNEL_READ_CHUNK)
-            if not data:
+                ch.offset = ch.need = 0
+            avail = os.fstat(ch.fd).st_size - ch.offset
+            if avail < max(ch.need, 32):
                 return
-            buf = ch.leftover + data if ch.leftover else data
-            pos, total = 0, len(buf)
-            view = memoryview(buf)
+            buf = pa.allocate_buffer(min(avail, max(CHANNEL_READ_CHUNK, ch.need)))
+            total = os.preadv(ch.fd, [memoryview(buf)], ch.offset)
+            view = memoryview(buf)[:total]
+            pos = 0
             switched = False
             while total - pos >= 32:
-                magic, _ts, _last, _count, btype, raw = _HEADER.unpack_from(buf, pos)
+                magic, _ts, _last, _count, btype, raw = _HEADER.unpack_from(view, pos)
                 if magic != bundle.MAGIC:
                     raise ChannelError(f"bad bundle magic 0x{magic:08x} in channel {ch.name!r}",
-                                       path=_segment_path(ch.dir, ch.segment), offset=pos)
+                                       path=_segment_path(ch.dir, ch.segment), offset=ch.offset + pos)
                 end = pos + 32 + raw
                 if end > total:
                     break
@@ -109,13 +120,13 @@ class _FileTail(ChannelTail):
                     b = bundle.decode(view[pos:end])
                 except bundle.BundleError as e:
                     raise ChannelError(f"bad bundle in channel {ch.name!r}: {e}",
-                                       path=_segment_path(ch.dir, ch.segment), offset=pos) from None
+                                       path=_segment_path(ch.dir, ch.segment), offset=ch.offset + pos) from None
                 out.append((ch.position, b))
                 pos = end
                 if btype == bundle.BARRIER:
-                    if pos != total:
+                    if pos != total or avail != total:
                         raise ChannelError(f"bytes after a barrier in channel {ch.name!r}",
-                                           path=_segment_path(ch.dir, ch.segment), offset=pos)
+                                           path=_segment_path(ch.dir, ch.segment), offset=ch.offset + pos)
                     ckpt = decode_barrier(b.payload(0), channel=ch.name)
                     ch.done_segments.append((ch.segment, ckpt))
                     os.close(ch.fd)
@@ -123,11 +134,13 @@ class _FileTail(ChannelTail):
                     ch.segment += 1
                     switched = True
                     break
-            ch.leftover = b"" if switched else bytes(view[pos:])
-            if not switched and len(data) < CHANNEL_READ_CHUNK:
-                return
-            if out and not switched:
-                return
+            if switched:
+                continue
+            ch.offset += pos
+            ch.need = 32 + _HEADER.unpack_from(view, pos)[5] if total - pos >= 32 else 0
+            if pos == 0 and avail > total:
+                continue            # the next bundle is larger than one read: read it whole
+            return
 
     def trim(self, position: int, checkpoint: int) -> None:
         ch = self._channels[position]
