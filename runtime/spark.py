@@ -210,6 +210,10 @@ class SparkExecutor:
         self.slot_timeout = slot_timeout
         self.slot_waits: list[float] = []
         """Seconds waited for task slots before each generation."""
+        if spark.sparkContext.getConf().get("spark.python.daemon.module") != "runtime.spark_daemon":
+            _log.info("job %s: spark.python.daemon.module is not runtime.spark_daemon, so each new Python worker "
+                      "imports PySpark's worker (from pyspark.zip, uncompiled), pyarrow, pandas and the runtime "
+                      "itself (about a second of CPU) while its barrier job's other tasks run", master.plan.name)
         bind, advertise = driver_addresses(spark)
         self._secret = new_secret()
         self._server = MasterServer(master, bind, secret=self._secret, advertise=advertise)
