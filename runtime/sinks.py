@@ -18,7 +18,8 @@ Commits are idempotent, so a restart simply commits again every epoch its restor
 position (a log part's next sequence id; a callable sink's delivered-item cursor, saved after each item)
 says how much of an epoch was already committed, and only the rest is written. Output after the
 checkpoint a restart restores from was never committed, so it is neither lost (the restarted job produces it
-again) nor duplicated. The callable sink's cursor is a checksummed JSON document (``runtime.statefile``).
+again) nor duplicated. The callable sink's cursor is a checksummed JSON document (``runtime.statefile``)
+plus, on a local disk, a log of checksummed records appended after each call (``CallableSink``).
 
 Every staged file is checked before anything is delivered from it: its size (from a stat or the object's
 listing, before a byte is read) and then its CRC; each bundle's declared length is bounded by what is left of
