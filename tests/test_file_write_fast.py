@@ -223,3 +223,16 @@ def test_assembled_segments_scan_as_datasets_and_files(tmp_path):
     assert tables[True][1].equals(tables[False][1])
     assert tables[True][2].sort_by("_seq").equals(tables[False][2].sort_by("_seq"))
     assert tables[True][1].num_rows == 12 * 500
+
+
+def test_records_whose_schema_differs_only_in_nullability_or_metadata_encode_as_before():
+    """The pyarrow path rebuilt every batch on the segment schema; the assembled one does too when the
+    records' schema is not the stream's (a field marked nullable, other metadata)."""
+    schema = pa.schema([pa.field("x", pa.int64(), nullable=False)], metadata={b"k": b"v"})
+    loose = pa.record_batch([pa.array([1, 2])], schema=pa.schema([pa.field("x", pa.int64())]))
+    event = Messages(3, loose)
+    fast, slow, codec = _encode_both(_header(schema), 2, event)
+    for body in (fast, slow):
+        _, got = codec.segment_decoder(codec.new_segment({"eventlog.epoch": b"3"}).prefix).decode(body)
+        assert got.records.schema.equals(schema, check_metadata=True)
+        assert got.records.column(0).to_pylist() == [1, 2]

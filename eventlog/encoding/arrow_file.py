@@ -127,6 +127,9 @@ class _FileSegmentEncoder:
             if self._records is None:
                 self._records = _BodyWriter(self._codec.header.schema, self._codec.records_message,
                                             self._codec.write_options)
+            schema = self._codec.header.schema
+            if records.schema is not schema and not records.schema.equals(schema):
+                records = pa.RecordBatch.from_arrays(records.columns, schema=schema)  # as _rows does (nullability)
             raw = self._records.body(records, None)  # pyarrow compresses the stream's own columns
             parts = ipc_build.parse(raw)
             values, decoded = ipc_build.totals(parts, memoryview(raw)[parts.body_start:])
