@@ -228,14 +228,24 @@ class CheckpointStore:
     def save_task(self, checkpoint: int, node: str, index: int, snapshot: dict[str, Any]) -> int:
         """Write a task's snapshot atomically; returns its size in bytes. Raises ``UnstorableStateError``
         naming the operator when the snapshot holds a value the format cannot store."""
+        data = self.encode_task(node, snapshot)
+        self.write_task(checkpoint, node, index, data)
+        return len(data)
+
+    @staticmethod
+    def encode_task(node: str, snapshot: dict[str, Any]) -> bytes:
+        """The bytes of a task's snapshot (``save_task`` in two steps: the state is captured here, at the
+        barrier; ``write_task`` may follow later, from another thread)."""
         try:
-            data = encode_snapshot(snapshot)
+            return encode_snapshot(snapshot)
         except StateTypeError as e:
             raise UnstorableStateError(f"operator {node!r} keeps state of type {e.type_name} (at {e.where}), which "
                                        f"a checkpoint cannot store") from None
+
+    def write_task(self, checkpoint: int, node: str, index: int, data: bytes) -> None:
+        """Write an encoded snapshot atomically (temporary file, fsync, rename, directory fsync)."""
         self.fs.make_dirs(self._chk(checkpoint))
         self.fs.write(self.task_path(checkpoint, node, index), data)
-        return len(data)
 
     def load_task(self, checkpoint: int, node: str, index: int) -> dict[str, Any]:
         """A task's snapshot of a complete checkpoint, keyed tables as lists (see ``restore``); raises

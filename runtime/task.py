@@ -99,6 +99,8 @@ class TaskRunner:
         self._finished = False
         self._failed: str | None = None
         self._hb_error: BaseException | None = None
+        self._snapshot_writer: threading.Thread | None = None
+        self._snapshot_error: BaseException | None = None
         self._wake = threading.Event()
         self._done = threading.Event()
         self.stats: dict[str, Any] = {"task": self.key, "generation": generation}
@@ -149,6 +151,9 @@ class TaskRunner:
 
     def _check(self) -> None:
         if self._abort:
+            if self._snapshot_error is not None:
+                raise TaskFailedError(f"task {self.key} could not write its snapshot: "
+                                      f"{type(self._snapshot_error).__name__}: {self._snapshot_error}")
             if self._hb_error is not None:
                 raise TaskFailedError(f"task {self.key} lost the job master: {self._hb_error!r}")
             raise JobAbortedError(f"task {self.key} of generation {self.generation} aborted")
@@ -284,7 +289,12 @@ class TaskRunner:
     # -- checkpoints -----------------------------------------------------------------------------------
 
     def _checkpoint(self, checkpoint: int) -> None:
-        size = 0
+        """At the barrier: capture every chained operator's snapshot (encoded here, so later records cannot
+        change it), forward the barrier, and write the snapshots — temporary file, fsync, rename — from a
+        thread of their own while records flow on; the task reports the checkpoint only once they are
+        durable, so it completes as before, and a failed write fails the task."""
+        self._join_snapshots()
+        encoded = []
         last = len(self._ops) - 1
         for k, (name, op) in enumerate(zip(self._chain, self._ops)):
             snapshot = {
@@ -298,13 +308,32 @@ class TaskRunner:
                 "state": op.snapshot(checkpoint),
                 "finished": self._finished,
             }
-            size += self._store.save_task(checkpoint, name, self.spec.index, snapshot)
-        self.stats["state_bytes"] = size
+            encoded.append((name, self._store.encode_task(name, snapshot)))
+        self.stats["state_bytes"] = sum(len(data) for _name, data in encoded)
         self.faults.tick("barrier")
         for w in self._writers:
             w.barrier(checkpoint)
         self._last_ckpt = checkpoint
-        self._reports.append(checkpoint)
+
+        def write() -> None:
+            try:
+                for name, data in encoded:
+                    self._store.write_task(checkpoint, name, self.spec.index, data)
+                self._reports.append(checkpoint)
+            except BaseException as e:  # noqa: BLE001 - the task thread raises it (_check)
+                self._snapshot_error = e
+                self._abort = True
+                self._wake.set()
+
+        self._snapshot_writer = threading.Thread(target=write, name=f"snapshot-{self.key}-{checkpoint}", daemon=True)
+        self._snapshot_writer.start()
+
+    def _join_snapshots(self) -> None:
+        """Wait for the snapshot files of the previous checkpoint (normally written long ago)."""
+        t = self._snapshot_writer
+        if t is not None:
+            t.join()
+            self._snapshot_writer = None
 
     def _on_completed(self) -> None:
         c = self._completed
@@ -337,6 +366,8 @@ class TaskRunner:
                 self._run_source()
             else:
                 self._run_operator()
+            self._join_snapshots()
+            self._check()
             self._transfer.drain(30)
             ok = True
         except JobAbortedError:
