@@ -10,6 +10,8 @@ Protocol, for checkpoint ``n``:
 3. Every other task aligns the barrier over its inputs (``ChannelReader``); at the aligned barrier it
    writes its snapshot — input offsets (last message id per input channel), output offsets (its writers'
    last ids), operator state — atomically, then forwards the barrier to its outputs and reports ``n``.
+   (Both encode the snapshot at the barrier and forward it; the file is written from another thread and
+   ``n`` reported once it is durable: ``TaskRunner._checkpoint``.)
 4. When every task of the generation reported ``n``, the coordinator writes the checkpoint's manifest
    (``_COMPLETE``, then ``LATEST``): ``n`` is complete. It then moves the commit horizon
    (``runtime.state``) to the complete checkpoint before ``n`` — to ``n`` itself when ``n`` is final —
