@@ -1,0 +1,285 @@
+"""The JVM batch reader (``connectors/spark/jvm/read.py``): for logs written by the Python writer and by the
+JVM tap it gives exactly the Python reader's DataFrame (schema, rows, ``_time/_part/_seq``) — many column
+types, product times, several parts and worker counts, incomplete times excluded (or included), void messages
+of a crashed incarnation dropped — it fails on damaged segments with an error naming the file, never with
+wrong rows, and it refuses what it does not read (``JvmReadUnavailable``) so ``engine="auto"`` falls back to
+the Python reader, saying why once.
+
+Skipped only where no JDK (``javac``) is installed."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import logging
+import os
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from capture import Capture
+from connectors.spark import jvm as jvm_mod
+from connectors.spark.jvm import JvmTapUnavailable, jvm_tap
+from connectors.spark.jvm import read as read_mod
+from connectors.spark.jvm.read import JvmReadUnavailable, read_log
+from eventlog import open_log
+from eventlog.errors import CorruptLogError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def jvm(spark):
+    try:
+        jvm_mod.find_javac()
+    except JvmTapUnavailable as e:
+        pytest.skip(f"no JDK on this machine, the JVM reader cannot be built: {e.reason}")
+    return jvm_mod.prepare(spark)
+
+
+def _hashable(v):
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if hasattr(v, "asDict"):
+        return _hashable(v.asDict())
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    return v
+
+
+def rows_of(df) -> Counter:
+    return Counter(tuple(_hashable(v) for v in r) for r in df.collect())
+
+
+def assert_same(spark, uri: str, **options) -> Counter:
+    """The JVM reader's DataFrame equals the Python reader's: schema, partitions, rows; returns the rows."""
+    py = read_log(spark, uri, engine="python", **options)
+    jv = read_log(spark, uri, engine="jvm", **options)
+    assert jv.schema == py.schema
+    assert jv.rdd.getNumPartitions() == py.rdd.getNumPartitions()
+    want = rows_of(py)
+    assert rows_of(jv) == want
+    # each Spark partition holds the same parts (assign mode)
+    parts = lambda df: df.rdd.mapPartitions(lambda rs: [sorted({r["_part"] for r in rs})]).collect()  # noqa: E731
+    assert parts(jv) == parts(py)
+    return want
+
+
+TYPES = pa.schema([
+    ("i8", pa.int8()), ("i16", pa.int16()), ("i32", pa.int32()), ("i64", pa.int64()),
+    ("f32", pa.float32()), ("f64", pa.float64()), ("ok", pa.bool_()), ("s", pa.string()), ("b", pa.binary()),
+    ("d", pa.date32()), ("ts", pa.timestamp("us", tz="UTC")), ("ntz", pa.timestamp("us")),
+    ("dec", pa.decimal128(12, 3)), ("l", pa.list_(pa.int64())),
+    ("st", pa.struct([("a", pa.int32()), ("z", pa.string())])), ("m", pa.map_(pa.string(), pa.int64())),
+])
+
+
+def typed_rows(w: int, t: int, n: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        k = 1000 * w + 10 * t + i
+        null = i % 5 == 4
+        out.append({
+            "i8": None if null else k % 100, "i16": k % 30000, "i32": -k, "i64": k * 10**9, "f32": k / 4,
+            "f64": float("nan") if i == 3 else k / 3, "ok": k % 2 == 0, "s": None if null else f"é{k}",
+            "b": bytes([k % 256, 0]), "d": datetime.date(2024, 1, 1) + datetime.timedelta(days=k % 400),
+            "ts": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=k),
+            "ntz": datetime.datetime(2023, 5, 1) + datetime.timedelta(seconds=k),
+            "dec": decimal.Decimal(k) / 1000, "l": None if null else list(range(i)),
+            "st": None if null else {"a": k, "z": str(k)}, "m": [("x", k), ("y", -k)],
+        })
+    return out
+
+
+def capture_typed(log_dir: str, stream: str = "typed", peers: int = 3, times: int = 4, **kw) -> None:
+    log = open_log(log_dir, **kw)
+    for w in range(peers):
+        cap = Capture(log, stream, w, peers, schema=TYPES)
+        for t in range(times):
+            cap.send(t, typed_rows(w, t, 6))
+            cap.send(t, typed_rows(w, t + 50, 2))  # a second event at the same time
+            cap.advance_to(t + 1)
+        cap.close()
+
+
+def test_many_column_types_python_writer(spark, jvm, log_dir):
+    capture_typed(log_dir)
+    rows = assert_same(spark, f"file://{log_dir}/typed")
+    assert sum(rows.values()) == 3 * 4 * 8
+
+
+def test_segment_rotation_and_worker_counts(spark, jvm, log_dir):
+    capture_typed(log_dir, peers=5, times=6, segment_bytes=4096)  # many sealed segments per part
+    assert len([n for n in os.listdir(f"{log_dir}/typed/part=0") if n.endswith(".arrow")]) > 2
+    for workers in (None, 1, 2, 3, 7):
+        opts = {} if workers is None else {"workers": workers}
+        assert sum(assert_same(spark, f"{log_dir}/typed", **opts).values()) == 5 * 6 * 8
+
+
+def test_product_times(spark, jvm, log_dir):
+    schema = pa.schema([("n", pa.int64())])
+    log = open_log(log_dir)
+    for w in range(2):
+        cap = Capture(log, "prod", w, 2, schema=schema, time="product:2")
+        for a in range(2):
+            for b in range(3):
+                cap.send((a, b), [{"n": 100 * w + 10 * a + b}])
+            cap.advance_to((a + 1, 0))
+        if w == 0:
+            cap.close()
+        else:
+            cap.abort()  # part 1 holds (2, 0): times (2, *) and beyond are not complete
+    rows = assert_same(spark, f"{log_dir}/prod")
+    assert sum(rows.values()) == 2 * 2 * 3
+    assert all(isinstance(r[1], tuple) and len(r[1]) == 2 for r in rows)
+    assert_same(spark, f"{log_dir}/prod", incomplete=True)
+
+
+def capture_rounds(log_dir: str, peers: int = 3, times: int = 6) -> None:
+    """As tests/spark/test_read.py: part ``peers-1`` stops (aborts) at time 3, others finish."""
+    log = open_log(log_dir)
+    schema = pa.schema([("n", pa.int64()), ("k", pa.string())])
+    for w in range(peers):
+        cap = Capture(log, "nums", w, peers, schema=schema)
+        for t in range(times):
+            if w == peers - 1 and t == 3:
+                cap.send(t, [{"n": -1, "k": "held"}])  # sent, never committed: held back by every reader
+                cap.abort()
+                break
+            cap.send(t, [{"n": 100 * w + t, "k": "a"}, {"n": 100 * w + t, "k": f"b{t}"}])
+            cap.advance_to(t + 1)
+        else:
+            cap.close()
+
+
+def test_incomplete_times_excluded_unless_asked(spark, jvm, log_dir):
+    capture_rounds(log_dir)
+    complete = assert_same(spark, f"{log_dir}/nums")
+    assert {r[2] for r in complete} == {0, 1, 2}  # _time: only times every part passed
+    everything = assert_same(spark, f"{log_dir}/nums", incomplete=True)
+    assert {r[2] for r in everything} == set(range(6))
+    assert not any(r[1] == "held" for r in everything)  # uncommitted: not delivered
+
+
+def test_void_messages_of_a_crashed_incarnation_are_dropped(spark, jvm, log_dir):
+    schema = pa.schema([("n", pa.int64())])
+    log = open_log(log_dir)
+    cap = Capture(log, "re", 0, 1, schema=schema)
+    cap.send(0, [{"n": 1}])
+    cap.advance_to(1)
+    cap.send(1, [{"n": 99}])  # the incarnation ends before completing time 1: void
+    cap.abort()
+    cap = Capture(log, "re", 0, 1, schema=schema)  # epoch 2: re-sends time 1
+    cap.send(1, [{"n": 2}])
+    cap.close()
+    rows = assert_same(spark, f"{log_dir}/re")
+    assert sorted(r[0] for r in rows) == [1, 2]
+
+
+def test_logs_of_the_jvm_tap(spark, jvm, tmp_path):
+    log = str(tmp_path / "tapped")
+    df = spark.range(0, 5000, 1, 3).selectExpr(
+        "id", "concat('w', cast(id % 7 as string)) as word", "id % 4 as t", "array(id, id + 1) as a",
+        "named_struct('x', id, 'y', cast(id as double)) as st")
+    jvm_tap(df, log, "tapped", time="t").count()
+    rows = assert_same(spark, f"{log}/tapped")
+    assert sum(rows.values()) == 5000
+    assert sum(assert_same(spark, f"{log}/tapped", workers=2).values()) == 5000
+
+
+def _segments(log_dir: str, stream: str, part: int = 0) -> list[str]:
+    d = f"{log_dir}/{stream}/part={part}"
+    return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".arrow"))
+
+
+def _jvm_error(spark, uri: str) -> str:
+    """The error of a JVM read: a CorruptLogError of the planner (which reads the Progress events on the
+    driver) or the tasks' CorruptLogException (its message starts with ``CorruptLogError:``)."""
+    with pytest.raises(Exception) as e:
+        read_log(spark, uri, engine="jvm").collect()
+    if isinstance(e.value, CorruptLogError):
+        return "CorruptLogError: " + str(e.value)
+    return str(e.value)
+
+
+def test_damaged_body_fails_naming_the_file(spark, jvm, log_dir):
+    capture_typed(log_dir, peers=2)
+    seg = _segments(log_dir, "typed", 1)[0]
+    with open(seg, "r+b") as f:
+        f.seek(os.path.getsize(seg) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))
+    with pytest.raises(Exception):  # the Python reader refuses it too
+        read_log(spark, f"{log_dir}/typed", engine="python").collect()
+    msg = _jvm_error(spark, f"{log_dir}/typed")
+    assert "CorruptLogException: CorruptLogError: event fails its checksum" in msg  # found by the task
+    assert seg in msg and "part 1" in msg and "typed" in msg
+
+
+def test_truncated_segment_fails_naming_the_file(spark, jvm, log_dir):
+    capture_typed(log_dir, peers=2)
+    seg = _segments(log_dir, "typed", 0)[0]
+    os.truncate(seg, os.path.getsize(seg) - 100)  # a sealed segment without its whole footer
+    msg = _jvm_error(spark, f"{log_dir}/typed")
+    assert "CorruptLogError" in msg and seg in msg
+
+
+def test_damaged_index_entry_fails(spark, jvm, log_dir):
+    capture_typed(log_dir, peers=1)
+    idx = f"{log_dir}/typed/part=0/_{1:020d}.index"
+    with open(idx, "r+b") as f:
+        f.seek(16 + 8)  # the first entry's offset (not its last): damage, not a short index
+        f.write(b"\x01")
+    msg = _jvm_error(spark, f"{log_dir}/typed")
+    assert "CorruptLogError" in msg and "index entry fails its checksum" in msg and idx in msg
+
+
+def test_missing_index_reads_by_framing(spark, jvm, log_dir):
+    capture_typed(log_dir, peers=2)
+    os.remove(f"{log_dir}/typed/part=1/_{1:020d}.index")
+    assert sum(assert_same(spark, f"{log_dir}/typed").values()) == 2 * 4 * 8
+
+
+def test_unsupported_streams_fall_back_saying_why_once(spark, jvm, log_dir, caplog):
+    log = open_log(log_dir)
+    cap = Capture(log, "av", 0, 1, schema=pa.schema([("n", pa.int64())]), encoding="avro")
+    cap.send(0, [{"n": 1}])
+    cap.close()
+    with pytest.raises(JvmReadUnavailable, match="avro"):
+        read_log(spark, f"{log_dir}/av", engine="jvm")
+    read_mod._said.clear()
+    with caplog.at_level(logging.WARNING, logger="eventlog.read"):
+        for _ in range(2):
+            assert [r["n"] for r in read_log(spark, f"{log_dir}/av", engine="auto").collect()] == [1]
+    said = [r for r in caplog.records if "JVM reader cannot read" in r.getMessage()]
+    assert len(said) == 1 and "avro" in said[0].getMessage()
+
+
+def test_other_refusals(spark, jvm, log_dir):
+    capture_rounds(log_dir)
+    with pytest.raises(JvmReadUnavailable, match="repartition"):
+        read_log(spark, f"{log_dir}/nums", engine="jvm", mode="repartition", key="k")
+    with pytest.raises(JvmReadUnavailable, match="since"):
+        read_log(spark, f"{log_dir}/nums", engine="jvm", since=2)
+    # a timestamp stored in nanoseconds: Spark's Arrow reader does not read it as the Python reader does
+    log = open_log(log_dir)
+    cap = Capture(log, "ns", 0, 1, schema=pa.schema([("ts", pa.timestamp("ns"))]))
+    cap.send(0, [{"ts": datetime.datetime(2024, 1, 1)}])
+    cap.close()
+    with pytest.raises(JvmReadUnavailable, match="ts"):
+        read_log(spark, f"{log_dir}/ns", engine="jvm")
+    # an open segment (a live writer): the Python reader's
+    live = Capture(log, "live", 0, 1, schema=pa.schema([("n", pa.int64())]))
+    live.send(0, [{"n": 1}])
+    live.advance_to(1)
+    try:
+        with pytest.raises(JvmReadUnavailable, match="not sealed"):
+            read_log(spark, f"{log_dir}/live", engine="jvm")
+    finally:
+        live.close()
+    with pytest.raises(ValueError):
+        read_log(spark, f"{log_dir}/nums", engine="fast")
