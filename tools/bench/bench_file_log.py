@@ -16,6 +16,8 @@ arrow write
             ``write_batch`` per batch, close (an IPC file with its footer, as format 2.0 segments are). No fsync.
   eventlog  ``open_log(dir, sync=MODE)`` + ``Capture(log, "bench", 0, 1, schema, encoding="arrow")``; per batch i:
             ``send(i, batch)`` then ``advance_to(i + 1)`` (a Progress event and a sync each); close.
+            Information: the same at ``sync="none"`` with every event through pyarrow's IPC writer whole
+            (``ArrowFileCodec.assemble = False``, the write path before issue 17), with its own HEADLINE ratio.
 arrow read
   plain     ``pa.ipc.open_file(pa.OSFile(path))``, read every record batch.
   eventlog  ``open_log(dir).reader("bench", 0)``, iterate entries, take ``Messages.records`` (Progress events are
@@ -161,13 +163,21 @@ def plain_avro_read(path: str, batch: int) -> int:
     return rows
 
 
-def eventlog_write(encoding: str, sync: str) -> Callable[[str, list[pa.RecordBatch]], int]:
+def eventlog_write(encoding: str, sync: str, *, assemble: bool = True) -> Callable[[str, list[pa.RecordBatch]], int]:
+    """The eventlog write case; ``assemble=False`` writes every 2.x Arrow event through pyarrow's IPC writer
+    whole (``ArrowFileCodec.assemble``, the path before issue 17: shows what assembling saves, same rounds)."""
+    from eventlog.encoding.arrow_file import ArrowFileCodec
+
     def write(path: str, batches: list[pa.RecordBatch]) -> int:
-        log = open_log(path, sync=sync)
-        with Capture(log, STREAM, worker=0, peers=1, schema=SCHEMA, encoding=encoding) as cap:
-            for t, b in enumerate(batches):
-                cap.send(t, b)
-                cap.advance_to(t + 1)
+        ArrowFileCodec.assemble = assemble
+        try:
+            log = open_log(path, sync=sync)
+            with Capture(log, STREAM, worker=0, peers=1, schema=SCHEMA, encoding=encoding) as cap:
+                for t, b in enumerate(batches):
+                    cap.send(t, b)
+                    cap.advance_to(t + 1)
+        finally:
+            ArrowFileCodec.assemble = True
         return dir_bytes(path)
 
     return write
@@ -187,6 +197,8 @@ def eventlog_read(path: str, batch: int) -> int:
 PLAIN = {"arrow": ("plain pyarrow.ipc", plain_arrow_write, plain_arrow_read),
          "avro": ("plain fastavro", plain_avro_write, plain_avro_read)}
 SYNC_MODES = ("none", "fsync")
+UNASSEMBLED = "eventlog sync=none, pyarrow writer"
+"""Information (arrow): every event through pyarrow's IPC writer whole, as before issue 17."""
 
 
 def verify(path: str, encoding: str, batches: list[pa.RecordBatch]) -> None:
@@ -240,6 +252,9 @@ def run(args: argparse.Namespace, batches: list[pa.RecordBatch], root: str) -> t
             writes = [(f"{encoding}/write/{label}", plain_path, plain_write)] + [
                 (f"{encoding}/write/eventlog sync={s}", log_path[s], eventlog_write(encoding, s)) for s in SYNC_MODES
             ]
+            if encoding == "arrow":
+                writes.append((f"{encoding}/write/{UNASSEMBLED}", log_path["none"] + "-pyarrow",
+                               eventlog_write(encoding, "none", assemble=False)))
             k = rep % len(writes)
             for name, path, fn in writes[k:] + writes[:k]:  # rotate the order between repetitions
                 remove(path)
@@ -247,6 +262,9 @@ def run(args: argparse.Namespace, batches: list[pa.RecordBatch], root: str) -> t
             remove(log_path["fsync"])
             if rep == 0 and args.verify:
                 verify(log_path["none"], encoding, batches)
+                if encoding == "arrow":
+                    verify(log_path["none"] + "-pyarrow", encoding, batches)
+            remove(log_path["none"] + "-pyarrow")
             reads = [(f"{encoding}/read/{label}", lambda: plain_read(plain_path, args.batch)),
                      (f"{encoding}/read/eventlog log.reader", lambda: eventlog_read(log_path["none"], args.batch))]
             if rep % 2:
@@ -260,7 +278,8 @@ def run(args: argparse.Namespace, batches: list[pa.RecordBatch], root: str) -> t
     table = []
     for encoding in args.encodings:
         label = PLAIN[encoding][0]
-        for op, ours in (("write", [f"eventlog sync={s}" for s in SYNC_MODES]), ("read", ["eventlog log.reader"])):
+        writes = [f"eventlog sync={s}" for s in SYNC_MODES] + ([UNASSEMBLED] if encoding == "arrow" else [])
+        for op, ours in (("write", writes), ("read", ["eventlog log.reader"])):
             base = f"{encoding}/{op}/{label}"
             for who in [label, *ours]:
                 name = f"{encoding}/{op}/{who}"
@@ -350,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         print(headline("file log arrow write (sync=none) / plain pyarrow",
                        samples.ratio("arrow/write/eventlog sync=none", "arrow/write/plain pyarrow.ipc"), WRITE_TARGET,
                        load))
+        print(headline("file log arrow write (sync=none): assembled / pyarrow writer",
+                       samples.ratio("arrow/write/eventlog sync=none", f"arrow/write/{UNASSEMBLED}"), None, load))
         print(headline("file log arrow read / plain pyarrow",
                        samples.ratio("arrow/read/eventlog log.reader", "arrow/read/plain pyarrow.ipc"), None, load))
     failed = [r for r in table if r[-1] == "FAIL"]
