@@ -329,3 +329,8 @@ def available(spark: "SparkSession") -> "str | None":
 
 __all__ = ["EVENT_BYTES", "EVENT_ROWS", "SUPPORTED_SPARK", "JvmTapUnavailable", "available", "check_spark_version",
            "jar_path", "jvm_tap", "prepare", "source_hash"]
+
+
+from .read import JvmReadUnavailable, read_log  # noqa: E402 - the JVM batch reader builds on the above
+
+__all__ += ["JvmReadUnavailable", "read_log"]
