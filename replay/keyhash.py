@@ -2,7 +2,8 @@
 
 ``eventlog key hash v1`` (vectorised with numpy; Python's ``hash()`` is salted per process, so it is not used):
 
-* integers, booleans, dates, times, timestamps, durations: the value as int64 → ``splitmix64``;
+* integers, booleans, dates, times, timestamps, durations: the value as int64 → ``splitmix64`` (uint64: its
+  64 bits as int64, so values past ``2**63 - 1`` wrap);
 * floats: the IEEE-754 bits of the float64 value (``-0.0`` as ``0.0``, every NaN as one NaN) → ``splitmix64``;
 * strings and binaries: 64-bit FNV-1a over the bytes → ``splitmix64``;
 * null: 0;
@@ -70,7 +71,10 @@ def hash_array(arr: "pa.Array | pa.ChunkedArray | np.ndarray") -> np.ndarray:
         f[np.isnan(f)] = np.nan
         h = f.view(np.uint64)
     elif T.is_integer(t) or T.is_boolean(t) or T.is_temporal(t):
-        storage = arr.cast(pa.int64()) if not T.is_temporal(t) else arr.view(_int_of(t)).cast(pa.int64())
+        if T.is_uint64(t):  # its bits as int64: values past 2**63 - 1 wrap (a checked cast raised for them)
+            storage = arr.view(pa.int64())
+        else:
+            storage = arr.cast(pa.int64()) if not T.is_temporal(t) else arr.view(_int_of(t)).cast(pa.int64())
         h = pc.fill_null(storage, 0).to_numpy(zero_copy_only=False).view(np.uint64)
     else:
         raise TypeError(f"cannot hash key values of type {t} (use a function key returning ints or strings)")

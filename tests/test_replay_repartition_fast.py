@@ -191,3 +191,14 @@ def test_bool_array_is_pa_array(bits):
     got = _bool_array(mask)
     assert got.equals(pa.array(mask, pa.bool_())) and got.null_count == 0
     got.validate(full=True)
+
+
+def test_uint64_keys_past_int64_hash_as_their_bits():
+    """A uint64 key past 2**63 - 1 is hashed as its 64 bits read as int64 (it raised before); smaller ones as
+    before."""
+    from replay.keyhash import hash_array
+
+    big = pa.array([2**63, 2**64 - 1, 5, None], pa.uint64())
+    same = pa.array([-(2**63), -1, 5, None], pa.int64())
+    assert (hash_array(big) == hash_array(same)).all()
+    assert (hash_array(pa.array([5], pa.uint64())) == hash_array(pa.array([5], pa.int8()))).all()
