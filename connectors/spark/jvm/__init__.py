@@ -1,4 +1,6 @@
-"""The JVM-side Spark tap: capture every row of a DataFrame inside Spark's JVM, without a Python worker.
+"""The JVM side of the Spark connector: a tap that captures every row of a DataFrame inside Spark's JVM, and
+a reader (``read_log``, ``connectors.spark.jvm.read``) that replays a stream into a DataFrame there, neither
+with a Python worker. This module doc is about the tap; ``read``'s says what the reader reads and checks.
 
 ``jvm_tap(df, log_uri, stream, time=…, time_type=…)`` has the semantics of ``capture.tap.tap`` — same rows
 and schema; each Spark partition becomes one part of ``stream`` (Messages per time, then the Progress that
