@@ -13,7 +13,7 @@ Pipeline (both systems): source -> map (k = value % keys) -> keyed count -> sink
   files and on Kafka; a checkpoint every second, and none (only the final one).
 * Structured Streaming: ``rate-micro-batch`` (``--ss-batch`` rows per micro-batch, 2 partitions) ->
   ``value % keys`` -> ``groupBy("k").count()`` -> ``noop`` sink, update mode, 2 shuffle partitions, on the same
-  session; rate = rows / trigger time after 2 warm-up micro-batches (its state store checkpoints every
+  session; rate = rows / trigger time after 2 warm-up micro-batches, at least 3 timed ones (its state store checkpoints every
   micro-batch).
 
 Rates. *Steady* (compared with Structured Streaming's): events completed between the first and the last sink
@@ -169,21 +169,29 @@ def run_ours(spark, channels: str, *, batch: int, keys: int, interval: float | N
     return out
 
 
-def run_ss(spark, ss_batch: int, keys: int, seconds: float) -> dict:
+def run_ss(spark, ss_batch: int, keys: int, seconds: float, min_batches: int = 3) -> dict:
+    """Structured Streaming for ``seconds``, and on until ``min_batches`` micro-batches after the 2 warm-up
+    ones were timed (a loaded machine slows its micro-batches; at most ``4 * seconds + 30`` s in all)."""
     ck = tempfile.mkdtemp(prefix="bench-ss-")
     df = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", ss_batch)
           .option("numPartitions", 2).load())
     q = (df.selectExpr(f"value % {keys} as k").groupBy("k").count()
          .writeStream.format("noop").outputMode("update").option("checkpointLocation", ck).start())
     t0 = time.time()
-    while time.time() - t0 < seconds:
+
+    def timed() -> list:
+        return [p for p in q.recentProgress if p["numInputRows"]][2:]
+
+    while time.time() - t0 < seconds or (len(timed()) < min_batches and time.time() - t0 < 4 * seconds + 30):
         time.sleep(0.25)
     q.stop()
-    ps = [p for p in q.recentProgress if p["numInputRows"]][2:]
+    ps = timed() or [p for p in q.recentProgress if p["numInputRows"]]
     rows = sum(p["numInputRows"] for p in ps)
     ms = sum(p["durationMs"]["triggerExecution"] for p in ps)
     shutil.rmtree(ck, ignore_errors=True)
-    return {"rate": rows / ms * 1000 if ms else 0.0, "rows": rows, "batches": len(ps)}
+    if not ms:
+        raise RuntimeError(f"Structured Streaming completed no micro-batch in {time.time() - t0:.0f} s")
+    return {"rate": rows / ms * 1000, "rows": rows, "batches": len(ps)}
 
 
 def main() -> None:
