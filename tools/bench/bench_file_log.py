@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         print(headline("file log arrow write (sync=none) / plain pyarrow",
                        samples.ratio("arrow/write/eventlog sync=none", "arrow/write/plain pyarrow.ipc"), WRITE_TARGET,
                        load))
-        print(headline("file log arrow write (sync=none): assembled / pyarrow writer",
+        print(headline("file log arrow write (sync=none), assembled / pyarrow writer",
                        samples.ratio("arrow/write/eventlog sync=none", f"arrow/write/{UNASSEMBLED}"), None, load))
         print(headline("file log arrow read / plain pyarrow",
                        samples.ratio("arrow/read/eventlog log.reader", "arrow/read/plain pyarrow.ipc"), None, load))
