@@ -175,10 +175,15 @@ def test_router_whole_batch_to_one_destination_and_forward_and_rebalance():
     assert [len(w.payloads) for w in rb] == [3, 2]
 
 
-def test_keys_replay_keyhash_refuses_are_refused_alike():
-    for col in (pa.array([1 << 63, 1], pa.uint64()), pa.array([[1], [2]])):
+def test_keys_past_the_fast_path_follow_replay_keyhash():
+    """uint64 past 2**63 - 1 and types replay.keyhash refuses go through it: the same destinations, or the
+    same error."""
+    for col in (pa.array([1 << 63, 1, (1 << 64) - 1], pa.uint64()), pa.array([[1], [2]])):
         batch = pa.record_batch({"k": col})
-        with pytest.raises(Exception) as want:
-            key_hashes(batch, "k")
-        with pytest.raises(type(want.value)):
-            destinations(batch, "k", 128, 2)
+        try:
+            want = _per_row_instances(batch, "k", 128, 3)
+        except Exception as e:  # noqa: BLE001 - whatever replay.keyhash raises
+            with pytest.raises(type(e)):
+                destinations(batch, "k", 128, 3)
+            continue
+        assert destinations(batch, "k", 128, 3).tolist() == want
