@@ -27,13 +27,15 @@ _XDIST_GROUPS = {
     "test_kafka_unreachable.py": "kafka-clusters",
     "test_cluster_spark.py": "spark-cluster",
     "test_cluster_runtime.py": "spark-cluster",
+    # README blocks run in the README's order and build on each other's files (/tmp/cap)
+    "test_readme.py": "readme",
 }
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), keep the tests of each group in
-    ``_XDIST_GROUPS`` on one worker: they share a three-broker Kafka cluster on fixed ports, or a Spark
-    standalone cluster."""
+    ``_XDIST_GROUPS`` on one worker, in order: they share a three-broker Kafka cluster on fixed ports, a Spark
+    standalone cluster, or the README's files."""
     for item in items:
         group = _XDIST_GROUPS.get(item.path.name)
         if group is not None:
