@@ -493,17 +493,26 @@ class FilePartWriter(PartWriter):
         return seq
 
     def sync(self) -> None:
+        self._sync(self._sync_mode)
+
+    def flush(self) -> None:
+        """Make every event appended so far durable now, whatever the sync mode (fsync on a disk; the sealed
+        segment put on an object store): how a ``sync="none"`` writer makes its events durable at a point of its
+        choosing (``Capture.flush``)."""
+        self._sync("fsync")
+
+    def _sync(self, mode: str) -> None:
         if self._failed is not None:
             self._check_usable()
         seg = self._seg
-        if seg is None or self._sync_mode == "none" or not seg.dirty:
+        if seg is None or mode == "none" or not seg.dirty:
             return
         try:
             if self._st.objects:  # seal the segment: the object is durable and visible once put
                 self._close_segment()
                 return
             seg.dirty = False
-            if self._sync_mode == "fsync":
+            if mode == "fsync":
                 seg.data.fsync()  # data before index: an entry never becomes durable before its event
                 seg.index.fsync()
             else:
