@@ -214,10 +214,12 @@ def _remove(paths: set[str]) -> None:
             os.unlink(p)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def readme_run(tmp_path_factory, kafka_bootstrap):
     """The work folder, the environment and the broker address of the run; holds the lock and the README's
-    /tmp paths, cleared, for the module."""
+    /tmp paths, cleared, until the session ends. Session-scoped, not module-scoped: under pytest-xdist a worker
+    may run other files' tests between this file's (they stay on one worker, in order), and a module fixture
+    set up again would clear what the earlier blocks wrote for the later ones."""
     runnable = [b for s in STEPS for b in s.blocks]
     with LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
