@@ -23,7 +23,6 @@ _memory_names = itertools.count()
 _XDIST_GROUPS = {
     # files whose tests start servers on fixed ports, or one shared cluster: one pytest-xdist worker runs each group
     "test_kafka_broker_tool.py": "kafka-clusters",
-    "test_kafka_failures.py": "kafka-clusters",
     "test_kafka_unreachable.py": "kafka-clusters",
     "test_cluster_spark.py": "spark-cluster",
     "test_cluster_runtime.py": "spark-cluster",
@@ -32,11 +31,21 @@ _XDIST_GROUPS = {
 }
 
 
+_SERIAL = {
+    # failure tests whose timing needs the machine to themselves: make test runs them after the parallel phase,
+    # in one process. The handoff test (a broker SIGKILLed under two jobs) fails when Spark tests load the other
+    # core at the same time (job B's output then differs from the failure-free run's: under investigation)
+    "test_kafka_failures.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), keep the tests of each group in
     ``_XDIST_GROUPS`` on one worker, in order: they share a three-broker Kafka cluster on fixed ports, a Spark
     standalone cluster, or the README's files."""
     for item in items:
+        if item.path.name in _SERIAL:
+            item.add_marker(pytest.mark.serial)
         group = _XDIST_GROUPS.get(item.path.name)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
