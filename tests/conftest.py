@@ -39,6 +39,7 @@ _SERIAL = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups to schedule by
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), keep the tests of each group in
     ``_XDIST_GROUPS`` on one worker, in order: they share a three-broker Kafka cluster on fixed ports, a Spark

@@ -28,7 +28,7 @@ from runtime import (
 from runtime.spark import driver_addresses, spark_failure_reason, spark_slots
 from tests.runtime.pipelines import COUNT_SCHEMA, events, expected_counts, read_counts, wordcount_job
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]  # one xdist worker (tests/conftest.py)
 pytest_plugins = ["tests._cluster"]   # the cluster_spark and spark_cluster fixtures
 
 ITEMS = 200

@@ -18,7 +18,7 @@ from eventlog import open_log
 from replay import Replayer
 from tests.spark.conftest import by_time
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]  # one xdist worker (tests/conftest.py)
 pytest_plugins = ["tests._cluster"]   # the cluster_spark and spark_cluster fixtures
 
 COLS = ["id", "word", "t"]

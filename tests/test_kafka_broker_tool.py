@@ -25,6 +25,8 @@ import broker_cluster  # noqa: E402
 import broker_fetch  # noqa: E402
 import broker_wire  # noqa: E402
 
+pytestmark = pytest.mark.xdist_group("kafka-clusters")  # one xdist worker, in order (tests/conftest.py)
+
 SINGLE_PORT = 19762  # this file's own one-broker cluster (19762 clients, 19763 quorum)
 
 

@@ -19,6 +19,8 @@ from replay import Replayer
 from tests.kafka_cluster import KafkaCluster
 from tests.test_cli_entry import ENV, MODULE
 
+pytestmark = pytest.mark.xdist_group("kafka-clusters")  # one xdist worker, in order (tests/conftest.py)
+
 SCHEMA = pa.schema([("a", pa.int64())])
 
 

@@ -45,6 +45,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("readme")  # one xdist worker, in order (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 README_KAFKA = "127.0.0.1:19092"
