@@ -122,6 +122,12 @@ def read_header(target: StreamURI) -> StreamHeader:
         return open_log(target.log_uri).header(target.stream)
 
 
+def _local_path(uri: str) -> str | None:
+    """The local path of a ``file://`` URI or a plain path; None for any other scheme."""
+    target = uri[len("file://"):] if uri.startswith("file://") else uri
+    return None if "://" in target else target
+
+
 def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.FileSystem.from_uri(uri)
 
@@ -130,8 +136,8 @@ def remove_tree(uri: str) -> None:
     """Delete a folder of a file log (local or ``pyarrow.fs``) and everything in it; missing is fine.
     Staging folders left empty above it are removed too, up to the log's ``.staging`` (on S3: the empty
     folder marker objects pyarrow makes, one by one, never anything below them)."""
-    target = uri[len("file://"):] if uri.startswith("file://") else uri
-    if "://" not in target:
+    target = _local_path(uri)
+    if target is not None:
         shutil.rmtree(target, ignore_errors=True)
         parent = os.path.dirname(target)
         while STAGING_DIR in parent.split(os.sep)[:-1] or os.path.basename(parent) == STAGING_DIR:
@@ -208,8 +214,8 @@ def sweep_job(target: StreamURI, job: str) -> bool:
 
 def _list_folder(uri: str) -> list[str]:
     """Names of the entries of a folder of a file log (local or ``pyarrow.fs``); FileNotFoundError if missing."""
-    target = uri[len("file://"):] if uri.startswith("file://") else uri
-    if "://" not in target:
+    target = _local_path(uri)
+    if target is not None:
         return os.listdir(target)
     if uri.startswith("memory://"):
         raise FileNotFoundError(uri)  # in-process logs have no folders to sweep
