@@ -61,6 +61,7 @@ def main(uri: str, peers: int, times: int, pause: float) -> None:
             if t + 1 < times:
                 send(w, t + 1, random.randint(0, 3))  # some of time t+1, before t completes
             caps[w].advance_to(t + 1)
+            print(f"advanced {w} {t + 1}", flush=True)  # lets the test kill after a number of advances
     print("done", flush=True)
 
 

@@ -21,6 +21,7 @@ from tests.test_cli import replay_cli
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nondeterministic_child.py")
 PEERS, TIMES, KILLS = 2, 300, 22
+ADVANCES_PER_RUN = 10  # KILLS runs advance at most ~KILLS * 10 of the PEERS * TIMES part-times
 
 
 def _spawn(uri: str, env: dict) -> subprocess.Popen:
@@ -45,7 +46,12 @@ def _run_killed(uri: str, seed: int) -> tuple[int, int]:
             if kills < KILLS:
                 child.stdout.readline()  # started: its captures are open
                 spare = _spawn(uri, env)
-                time.sleep(rnd.uniform(0.25, 0.9))
+                # kill after a bounded number of advances (plus a random moment within the next time): the
+                # kills never add up to the whole job however fast or loaded the machine is
+                for _ in range(rnd.randint(0, ADVANCES_PER_RUN)):
+                    if not child.stdout.readline():
+                        break
+                time.sleep(rnd.uniform(0, 0.05))
                 if child.poll() is None:
                     child.send_signal(signal.SIGKILL)
                     child.wait()

@@ -217,8 +217,12 @@ def test_stop_sends_sigterm_then_sigkill_after_the_bound(tmp_path, ignore_term):
 def test_a_pid_file_naming_a_foreign_process_is_never_signalled(tmp_path):
     layout = broker_cluster.Layout(port=1, nodes=1, data=str(tmp_path), version="0", cluster_id="x")
     os.makedirs(layout.node_dir(1))
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE, text=True)
     try:
+        # Popen returns once exec starts, before the kernel has set the new command line (read as empty
+        # then, which node_pid trusts as a broker mid-exec): wait until the process runs
+        assert other.stdout.readline() == "up\n"
         with open(os.path.join(layout.node_dir(1), "pid"), "w") as f:
             f.write(str(other.pid))  # a recycled pid: not node 1's broker
         assert broker_cluster.node_pid(layout, 1) is None
