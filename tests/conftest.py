@@ -52,6 +52,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+def pytest_configure(config):
+    """Refuse a pytest/pytest-xdist pair whose ``--dist loadgroup`` ignores the xdist_group marks (pytest 9.2 keeps
+    node ids where xdist 3.8 no longer suffixes them): the grouped tests would run on any worker and fail
+    obscurely."""
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") != "loadgroup":
+        return
+    import xdist
+
+    if pytest.version_tuple[:2] >= (9, 2) and tuple(int(p) for p in xdist.__version__.split(".")[:2]) <= (3, 8):
+        pytest.exit(f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__}: --dist loadgroup would "
+                    f"ignore the xdist_group marks; install the versions pyproject.toml pins (make venv)", 4)
+
+
 @pytest.fixture
 def schema() -> pa.Schema:
     """A small schema used by many tests."""
