@@ -28,9 +28,9 @@ demo-handoff: $(STAMP)
 	$(PY) tools/kafka-broker stop --port $(DEMO_KAFKA_PORT); exit $$rc
 
 KAFKA_PORT ?= 19092
-# pytest-xdist workers: 0 (one process) until the xdist_group marks (tests/conftest.py, the cluster and README
-# files) are seen to keep those tests on one worker; PYTEST_WORKERS=2 halves the time on a quiet machine
-PYTEST_WORKERS ?= 0
+# pytest-xdist workers (--dist loadgroup keeps each xdist_group, tests/conftest.py, on one worker, in order):
+# two take ~13 min on 2 cores where one process takes ~20; PYTEST_WORKERS=0 runs everything in one process
+PYTEST_WORKERS ?= 2
 
 # the Kafka tests run against Apache Kafka (one local broker, KRaft), started for the run and stopped after it;
 # the first run fetches Kafka's jars through Maven into ~/.cache/eventlog (needs Java 17 and Maven)

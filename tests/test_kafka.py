@@ -19,6 +19,7 @@ from eventlog import (
     EventLogError,
     HeaderMismatchError,
     InvalidURIError,
+    LostDataError,
     Messages,
     StreamHeader,
     open_log,
@@ -118,6 +119,50 @@ def test_precreated_empty_topic_gets_the_header(kafka_uri, kafka_bootstrap):
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result()
     fill(log, peers=2, n=2)
     assert open_log(kafka_uri).header("s").peers == 2
+
+
+def _interrupted_creation(kafka_uri, kafka_bootstrap, headers_in, schema=SCHEMA, peers=3):
+    """A topic whose creator wrote the header records of ``headers_in`` only, then died (or lost the leader of
+    the other partitions, as when a broker is killed while job A starts)."""
+    log = open_log(kafka_uri, timeout=2)
+    topic = log.target.topic("s")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=peers, replication_factor=1)])[topic].result()
+    log._write_headers(topic, StreamHeader("s", peers, schema, version=log.format_version),
+                       headers_in)
+    return topic
+
+
+@pytest.mark.parametrize("headers_in", [[1], [1, 2]])
+def test_a_creation_interrupted_before_partition_0_is_completed_by_the_next_writer(kafka_uri, kafka_bootstrap,
+                                                                                  headers_in):
+    topic = _interrupted_creation(kafka_uri, kafka_bootstrap, headers_in)
+    for part in range(3):
+        fill(open_log(kafka_uri, timeout=2), peers=3, n=3, part=part)
+    assert open_log(kafka_uri).header("s").peers == 3
+    for part in range(3):
+        with Replayer(kafka_uri, "s", part, 3) as r:
+            assert [t for t, _ in r.completed()] == [0, 1, 2]
+        assert [key for key, _, _ in raw_records(kafka_bootstrap, topic, part)].count(part_key(part)) >= 1
+
+
+def test_an_interrupted_creation_with_another_schema_is_refused(kafka_uri, kafka_bootstrap):
+    _interrupted_creation(kafka_uri, kafka_bootstrap, [2], schema=pa.schema([("other", pa.string())]))
+    with pytest.raises(HeaderMismatchError, match="schema"):
+        Capture(open_log(kafka_uri, timeout=2), "s", 0, 3, schema=SCHEMA)
+
+
+def test_events_in_a_topic_without_header_in_partition_0_are_never_written_over(kafka_uri, kafka_bootstrap):
+    topic = _interrupted_creation(kafka_uri, kafka_bootstrap, [1])
+    log = open_log(kafka_uri, timeout=2)
+    header = StreamHeader("s", 3, SCHEMA, version=log.format_version)
+    enc = codec_for(header).record_encoder()
+    event = Messages(0, pa.record_batch({"n": [1], "s": ["x"]}, schema=SCHEMA))
+    produce_raw(log, kafka_bootstrap, 1, enc.encode(1, event), event_headers(1, event, []), key=part_key(1))
+    with pytest.raises(LostDataError, match=r"partition 1 was written") as e:
+        Capture(open_log(kafka_uri, timeout=2), "s", 0, 3, schema=SCHEMA)
+    assert e.value.part == 1
+    assert len(raw_records(kafka_bootstrap, topic, 0)) == 0  # nothing written over the lost history
 
 
 def test_restarted_writer_continues_after_the_last_sequence_id(kafka_uri):

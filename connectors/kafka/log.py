@@ -321,8 +321,11 @@ class KafkaLog(Log):
         return stored
 
     def _wait_for_header(self, header: StreamHeader, topic: str) -> StreamHeader:
-        """The header of a topic another writer is creating; a topic created empty by an operator gets
-        ours. A topic whose records were deleted is not empty: it raises LostDataError."""
+        """The header of a topic another writer is creating. A topic created empty by an operator gets ours, and
+        so does one whose creation stopped part-way (its writer died or lost a broker between writing the header
+        records of some partitions and of partition 0): the partitions that hold nothing but this stream's header
+        are completed. A topic with records other than headers but no header in partition 0 had its records
+        deleted: it raises LostDataError."""
         deadline = time.monotonic() + min(self.timeout, _HEADER_WAIT)
         while True:
             try:
@@ -331,17 +334,33 @@ class KafkaLog(Log):
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
-        ends = {p: self.watermarks(topic, p)[1] for p in range(header.peers)}
-        written = {p: hi for p, hi in ends.items() if hi > 0}
-        if written:
-            p, hi = min(written.items())
-            raise LostDataError(f"topic {topic!r} has no stream header in partition 0, but partition {p} was "
-                                f"written (up to kafka offset {hi}): its records were deleted or never had a "
-                                f"header; a new history is not started over it", stream=header.stream, part=p,
-                                offset=hi)
-        self._write_headers(topic, header, list(ends))
-        self._headers[header.stream] = header
-        return header
+        ends = {p: self.watermarks(topic, p) for p in range(header.peers)}
+        for p, (lo, hi) in sorted(ends.items()):
+            if hi > 0:
+                self._check_headers_only(header, topic, p, lo, hi)
+        self._write_headers(topic, header, [p for p, (_, hi) in ends.items() if hi == 0])
+        self._headers.pop(header.stream, None)
+        return self.header(header.stream)  # partition 0's first record: another writer's, had one raced us
+
+    def _check_headers_only(self, header: StreamHeader, topic: str, part: int, lo: int, hi: int) -> None:
+        """Raise unless partition ``part`` holds only header records of ``header``'s stream (what an interrupted
+        creation leaves): LostDataError when it holds events or starts past offset 0, HeaderMismatchError when
+        its header differs."""
+        if lo > 0:
+            raise LostDataError(f"topic {topic!r} has no stream header in partition 0, and partition {part} starts at "
+                                f"kafka offset {lo}: its records were deleted; a new history is not started over it",
+                                stream=header.stream, part=part, offset=lo)
+        for rec in scan_partition(self, self._scanner(), topic, part, lo):
+            if not rec.is_header:
+                raise LostDataError(f"topic {topic!r} has no stream header in partition 0, but partition {part} was "
+                                    f"written (an event at kafka offset {rec.offset}): its records were deleted or "
+                                    f"never had a header; a new history is not started over it",
+                                    stream=header.stream, part=part, offset=rec.offset)
+            stored = rec.header(path=f"{topic}[{part}]@{rec.offset}")
+            if stored.stream != header.stream:
+                raise CorruptLogError(f"a header record naming stream {stored.stream!r}", stream=header.stream,
+                                      part=part, offset=rec.offset)
+            stored.check_same(header)
 
     def _write_headers(self, topic: str, header: StreamHeader, parts) -> None:  # noqa: ANN001
         errors: list[str] = []

@@ -5,12 +5,13 @@ handle each completed epoch exactly once (here: a per-epoch summary line per wor
 
 Job B uses its own parallelism (3 workers over job A's 4 parts, records repartitioned by sensor), and a
 worker handles epoch t only when every part of job A has passed t: no partial epochs, even while job A
-crashes and restarts.
+crashes and restarts. A worker that fails makes the job exit with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 
 from eventlog import open_log
@@ -38,13 +39,23 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="give up after this long without events")
     args = p.parse_args()
     lock = threading.Lock()
+    failures: list[str] = []
+
+    def run(j: int, out) -> None:  # noqa: ANN001
+        try:
+            worker(args.log, j, args.workers, out, lock, args.timeout)
+        except BaseException as e:  # noqa: BLE001 - reported, and the job fails
+            failures.append(f"worker {j}: {type(e).__name__}: {e}")
+
     with open(args.out, "w") as out:
-        threads = [threading.Thread(target=worker, args=(args.log, j, args.workers, out, lock, args.timeout))
-                   for j in range(args.workers)]
+        threads = [threading.Thread(target=run, args=(j, out)) for j in range(args.workers)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+    if failures:
+        print("job B failed:\n  " + "\n  ".join(failures), file=sys.stderr, flush=True)
+        sys.exit(1)
     print(f"job B: done, summary in {args.out}", flush=True)
 
 
