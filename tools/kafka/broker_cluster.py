@@ -197,6 +197,9 @@ def write_config(layout: Layout, node: int) -> None:
         "PORT": str(layout.broker_port(node)), "CONTROLLER_PORT": str(layout.controller_port(node)),
         "DATA_DIR": os.path.join(layout.node_dir(node), "data"),
         "MIN_ISR": str(1 if layout.nodes < 3 else 2),
+        # a single broker has no other to lead its partitions: fencing it when a starved machine delays its
+        # heartbeats only stops every client (and their retries starve it more); three nodes detect a lost one
+        "SESSION_MS": str(60000 if layout.nodes == 1 else 6000),
     }
     for key, value in values.items():
         text = text.replace(f"@{key}@", value)
