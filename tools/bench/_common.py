@@ -101,24 +101,60 @@ class Ratio:
                 f"{len(self.values)} rounds)")
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) CPU ticks of the whole machine since boot (``/proc/stat``), None where unavailable."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def other_work(window: float = 1.0) -> float | None:
+    """The fraction of all cores busy over ``window`` seconds while the caller sleeps: the other work on the
+    machine (None without ``/proc/stat``)."""
+    a = _cpu_ticks()
+    time.sleep(window)
+    b = _cpu_ticks()
+    if a is None or b is None or b[1] == a[1]:
+        return None
+    return (b[0] - a[0]) / (b[1] - a[1])
+
+
 class Load:
-    """The 1-minute load average when the benchmark started and now (``str``: ``load 0.42 -> 1.10 on 2 cores``);
-    ``loaded`` is True when either exceeded the core count (the figures were taken on a busy machine)."""
+    """What else the machine was doing: the share of all cores busy during a second in which the benchmark
+    itself sleeps, when it started and when asked (``str``: ``other work 3% -> 41% of 2 cores, load 0.4 ->
+    1.1``). ``loaded`` is True when either share exceeded 25% (the figures were taken on a busy machine).
+
+    The load average is printed too but not judged: on a VM it can stay high with the cores idle (it counts
+    tasks blocked in the kernel), and it lags by a minute."""
+
+    LOADED_SHARE = 0.25
 
     def __init__(self) -> None:
-        self.before = os.getloadavg()[0]
+        self.before = other_work()
+        self.load_before = os.getloadavg()[0]
+        self._now: tuple[float, float | None] | None = None
 
     @property
-    def now(self) -> float:
-        return os.getloadavg()[0]
+    def now(self) -> float | None:
+        """The other work's share now (measured at most every 10 s)."""
+        if self._now is None or time.monotonic() - self._now[0] > 10:
+            self._now = (time.monotonic(), other_work())
+        return self._now[1]
 
     @property
     def loaded(self) -> bool:
-        return max(self.before, self.now) > (os.cpu_count() or 1)
+        return any(x is not None and x > self.LOADED_SHARE for x in (self.before, self.now))
 
     def __str__(self) -> str:
+        def pct(x: float | None) -> str:
+            return "?" if x is None else f"{100 * x:.0f}%"
         note = " (LOADED: figures slowed by other work)" if self.loaded else ""
-        return f"load {self.before:.2f} -> {self.now:.2f} on {os.cpu_count()} cores{note}"
+        return (f"other work {pct(self.before)} -> {pct(self.now)} of {os.cpu_count()} cores, load "
+                f"{self.load_before:.1f} -> {os.getloadavg()[0]:.1f}{note}")
 
 
 def headline(name: str, ratio: Ratio, target: float | None, load: Load) -> str:

@@ -35,23 +35,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import Samples, fmt_bytes, fmt_count_rate, format_table  # noqa: E402
+from _common import ROUNDS, Load, Samples, fmt_bytes, fmt_count_rate, format_table, headline  # noqa: E402
 from bench_spark import dir_size, generate, job, session  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument("--rows", type=int, default=None, help="rows (default 5M; --quick 1M)")
     p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--reps", "--rounds", dest="reps", type=int, default=ROUNDS, help=f"interleaved rounds "
+                   f"(default {ROUNDS})")
+    p.add_argument("--quick", action="store_true", help="1M rows and no Python-tap cases: the headlines in ~2 min")
     p.add_argument("--dir", default=None, help="work directory (default: a temp dir, removed at the end)")
     p.add_argument("--no-python", action="store_true", help="leave the Python tap's cases out")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = p.parse_args()
+    args.rows = args.rows or (1_000_000 if args.quick else 5_000_000)
+    args.no_python = args.no_python or args.quick
     work = args.dir or tempfile.mkdtemp(prefix="bench-jvm-tap-")
     os.makedirs(work, exist_ok=True)
     load_before = os.getloadavg()
-
+    load = Load()
 
     from capture import tap
     from connectors.spark.jvm import jvm_tap, prepare
@@ -133,6 +137,11 @@ def main() -> None:
     print(format_table(["ratio", "best/best", "median/median", "target"],
                        [[n, f"{ratio(a, b):.2f}x", f"{ratio(a, b, 'median'):.2f}x", t] for n, a, b, t in checks],
                        markdown=args.markdown))
+    # headlines: per-round ratios (each round ran the cases back to back), targets of issue 16
+    print()
+    print(headline("job + JVM tap / job", samples.ratio("job+jvm tap", "job", higher_is_better=False), 1.5, load))
+    print(headline("JVM tap only / df.write.parquet", samples.ratio("jvm tap only", "parquet write",
+                                                                   higher_is_better=False), 0.8, load))
     spark.stop()
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)

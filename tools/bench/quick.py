@@ -30,7 +30,8 @@ BENCHES: list[tuple[str, str, bool]] = [
     ("replay", "bench_replay.py", False),
     ("kafka", "bench_kafka.py", True),
     ("runtime", "bench_runtime.py", True),
-    ("spark", "bench_spark.py", False),
+    ("jvm_tap", "bench_jvm_tap.py", False),
+    ("jvm_read", "bench_jvm_read.py", False),
 ]
 """The benchmarks with headline figures, in the order they run."""
 
