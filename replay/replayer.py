@@ -182,6 +182,9 @@ class Replayer:
         self._in_heap: set[int] = set()
         self.events_read = 0
         """Events taken from the parts (duplicates and void events excluded)."""
+        self.last_seq: int | None = None
+        """The sequence id, in its part, of the event last taken: that of the event just yielded (``position``
+        is where a later replayer continues, which reading committed may be an earlier, held event)."""
 
     def _await_header(self, follow: bool, poll_interval: float, timeout: float | None) -> StreamHeader:
         """The stream's header; a following replayer waits for a stream that does not exist yet."""
@@ -324,6 +327,7 @@ class Replayer:
             idle_since = _time.monotonic()
             part, entry = taken
             self.events_read += 1
+            self.last_seq = entry.seq
             ev = entry.event
             if isinstance(ev, Messages):
                 part.rules.messages(entry.seq, ev.time)  # timely's rules: never a record behind the frontier

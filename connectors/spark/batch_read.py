@@ -8,7 +8,7 @@ the planned frontier (all records with ``incomplete``). Records leave the task a
 per Messages event, with ``_time``, ``_part`` and ``_seq`` added; no Python code runs per row.
 
 Each source part is replayed by its own ``Replayer`` (worker ``i`` of ``peers`` parts), which checks
-sequence ids, drops duplicates and applies ``since``/``until``; its ``position`` gives each event's ``_seq``.
+sequence ids, drops duplicates and applies ``since``/``until``; its ``last_seq`` gives each event's ``_seq``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def replay_part(opts: ReadOptions, part: int, worker: int, workers: int, keep: C
         for ev in r:
             if not isinstance(ev, Messages):
                 continue
-            seq = r.position[part] - 1  # the event just yielded (one part per replayer)
+            seq = r.last_seq  # the event just yielded (not position - 1: an earlier event may be held)
             if not keep(ev.time):
                 continue
             records = keys_of_worker(ev.records, opts, worker, workers)

@@ -49,6 +49,35 @@ def test_schema_and_log_columns(spark, log_dir):
         assert r["_seq"] == 2 * r["_time"] + 1  # Messages then Progress per time, from seq 1
 
 
+def test_seq_is_the_event_that_carried_the_rows_when_times_arrive_out_of_order(spark, log_dir):
+    # seq 1: time 2, seq 2: time 0, seq 3: time 1, then Progress: time 0 completes first, while the events
+    # of times 1 and 2 before it are held back (the replayer's position then points at a held event)
+    log = open_log(log_dir)
+    with Capture(log, "ooo", 0, 1, schema=SCHEMA) as cap:
+        for t in (2, 0, 1):
+            cap.send(t, [{"n": t, "k": "x"}])
+        for t in (1, 2, 3):
+            cap.advance_to(t)
+    rows = load(spark, f"{log_dir}/ooo").collect()
+    assert sorted((r["_time"], r["_seq"]) for r in rows) == [(0, 2), (1, 3), (2, 1)]
+    with open_log(log_dir).reader("ooo", 0) as reader:  # the sequence ids the log itself gives those events
+        stored = {e.event.time: e.seq for e in reader if hasattr(e.event, "records")}
+    assert stored == {2: 1, 0: 2, 1: 3}
+
+
+def test_seq_is_the_event_that_carried_the_rows_when_progress_is_released_ahead_of_them(spark, log_dir):
+    # seq 1: Messages at time 1 (held until time 1 completes), seq 2: Progress to 1 (released ahead of it),
+    # seq 3: Messages at time 1, seq 4: Progress to 2 (releases both Messages)
+    log = open_log(log_dir)
+    with Capture(log, "ahead", 0, 1, schema=SCHEMA) as cap:
+        cap.send(1, [{"n": 1, "k": "first"}])
+        cap.advance_to(1)
+        cap.send(1, [{"n": 2, "k": "second"}])
+        cap.advance_to(2)
+    rows = load(spark, f"{log_dir}/ahead").collect()
+    assert sorted((r["k"], r["_seq"]) for r in rows) == [("first", 1), ("second", 3)]
+
+
 def test_workers_assign_parts_like_the_replayer(spark, log_dir):
     capture_rounds(log_dir, peers=5)
     df = load(spark, log_dir + "/nums", workers=3)
