@@ -13,6 +13,7 @@ from .errors import (
     ChannelError,
     CheckpointCorruptError,
     CheckpointError,
+    FinishedOutputError,
     InjectedFailure,
     JobAbortedError,
     JobFailedError,
@@ -35,8 +36,8 @@ from .writer import WriterSettings
 
 __all__ = [
     "Advance", "ChannelError", "CheckpointCorruptError", "CheckpointError", "DEFAULT_KEY_GROUPS", "Fault",
-    "FaultPlan", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError", "JobGraphError", "JobResult",
-    "KeyedStream", "LocationError", "NotEnoughSlotsError", "RescaleError", "RestartBackoff", "RuntimeJobError",
-    "Stream", "StoreUnavailableError", "TaskFailedError", "UnreachableLocationError", "UnstorableStateError",
-    "WriterSettings",
+    "FaultPlan", "FinishedOutputError", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError",
+    "JobGraphError", "JobResult", "KeyedStream", "LocationError", "NotEnoughSlotsError", "RescaleError",
+    "RestartBackoff", "RuntimeJobError", "Stream", "StoreUnavailableError", "TaskFailedError",
+    "UnreachableLocationError", "UnstorableStateError", "WriterSettings",
 ]

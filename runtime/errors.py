@@ -54,6 +54,11 @@ class UnstorableStateError(CheckpointError, TypeError):
     to opt in to pickle, or keep JSON- or Arrow-representable values."""
 
 
+class FinishedOutputError(CheckpointError):
+    """A log sink's output part is finished (an earlier run wrote it to the end) and the job's checkpoints do
+    not list it: a new run cannot write it again. The job fails at once, without restarts."""
+
+
 class RescaleError(RuntimeJobError, ValueError):
     """A checkpoint cannot be restored with the requested parallelisms (e.g. a sink with more instances
     than output parts)."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .channels import open_channel_store
-from .errors import JobFailedError, RescaleError, UnreachableLocationError, UnstorableStateError
+from .errors import FinishedOutputError, JobFailedError, RescaleError, UnreachableLocationError, UnstorableStateError
 from .faults import FaultPlan
 from .locations import check_locations, new_token, write_mark
 from .master import JobMaster
@@ -112,7 +112,7 @@ class RestartBackoff:
         return min(self.maximum, self.initial * self.factor ** min(max(streak - 1, 0), 64))
 
 
-_FATAL = (UnstorableStateError, UnreachableLocationError)
+_FATAL = (UnstorableStateError, UnreachableLocationError, FinishedOutputError)
 """Failures no restart can cure: the job fails at once with the error."""
 
 

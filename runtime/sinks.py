@@ -42,7 +42,7 @@ from eventlog import bundle
 from eventlog.antichain import Antichain
 from eventlog.errors import PartLockedError, ProgressError, StreamNotFoundError
 
-from .errors import CheckpointCorruptError, CheckpointError, RescaleError
+from .errors import CheckpointCorruptError, CheckpointError, FinishedOutputError, RescaleError
 from .keygroups import parts_of_instance
 from .operators import Operator, OperatorContext, StateCheck, check_state, int_keyed, is_int
 from .payload import decode_batch, decode_frontier, encode_batch, encode_frontier
@@ -129,6 +129,10 @@ class StagedSink(Operator):
     def _end_epoch(self, part: int) -> None:
         """Make a committed epoch durable."""
 
+    def _check_fresh(self, part: int) -> None:
+        """Raise when output part ``part``, which no checkpoint of this job lists, cannot take a new run's
+        output."""
+
     # -- life cycle ---------------------------------------------------------------------------------
 
     def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
@@ -150,6 +154,7 @@ class StagedSink(Operator):
             self._fs.make_dirs(d)
             s = saved.get(p)
             if s is None:
+                self._check_fresh(p)
                 part = _Part(p, d, self._position(p), [], (0,))
             else:
                 part = _Part(p, d, s["base"], [tuple(x) for x in s["pending"]], tuple(s["frontier"]))
@@ -450,6 +455,13 @@ class LogSink(StagedSink):
         if cap is None:
             return 1 << 62 if part in self._finished else 1
         return cap.next_seq
+
+    def _check_fresh(self, part: int) -> None:
+        if part in self._finished:
+            raise FinishedOutputError(
+                f"sink {self.ctx.node!r}: part {part} of stream {self.stream!r} in {self.uri} is finished (a run "
+                f"wrote it to the end) and this job's checkpoints do not list it: write a new stream, or run the "
+                f"job that wrote it from its checkpoint folder", stream=self.stream, part=part)
 
     def _deliver(self, part: int, kind: int, payload: Any) -> None:
         cap = self._caps[part]
