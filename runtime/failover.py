@@ -121,6 +121,9 @@ def _fatal(reason: str) -> BaseException | None:
         i = reason.find(f"{cls.__name__}: ")
         if i >= 0:
             return cls(f"job failed without a restart: {reason}")
+    if "ModuleNotFoundError: " in reason:  # every restart would import the same way
+        return JobFailedError(f"job failed without a restart: a task could not import a module ({reason}); on a "
+                              f"cluster, ship the job's environment to the executors (docs/deploy.md)")
     return None
 
 

@@ -1,5 +1,6 @@
-"""A log sink's output stream met again: by a new run with fresh checkpoints (refused at once, output kept) and
-by the run that wrote it, resumed from its own checkpoints (nothing written twice)."""
+"""Failures no restart cures fail the job at once with a clear error: a log sink's finished output stream met
+by a new run with fresh checkpoints (the output is kept; the run that wrote it, resumed from its own checkpoints,
+writes nothing twice), and a task that cannot import a module."""
 
 from __future__ import annotations
 
@@ -42,3 +43,22 @@ def test_the_run_that_wrote_it_resumed_from_its_checkpoints_writes_nothing_twice
     assert _events(out) == before
     assert read_counts(out) == expected_counts(items=60)
     assert os.path.isdir(tmp_path / "ck")
+
+
+def _needs_a_missing_module(row):
+    import eventlog_no_such_module  # noqa: F401 - what an executor without the job's environment meets
+
+    return row
+
+
+def test_a_task_that_cannot_import_a_module_fails_the_job_without_restarts(tmp_path):
+    from runtime import Job, JobFailedError
+
+    from .pipelines import events
+
+    job = Job("imports")
+    job.from_generator(events(20), parts=1, name="source").map(_needs_a_missing_module, name="map").sink(
+        lambda t, table: None, name="sink")
+    with pytest.raises(JobFailedError, match="could not import a module.*eventlog_no_such_module") as e:
+        _run(job, tmp_path, "ck", max_restarts=50)
+    assert "without a restart" in str(e.value)
