@@ -9,7 +9,12 @@ are still stored, a hole in the channel. So the producer runs with ``enable.gapl
 bundle stops the producer before anything after it is sent) and ``message.timeout.ms=0`` (a bundle is
 never given up; a broker outage stalls the channel instead), and the appender raises ``ChannelError`` at
 the first failed bundle (checked on every append and while the writer is idle): the task fails and the
-job restarts from its last checkpoint, with no hole for a reader to find. Readers ``assign()`` their
+job restarts from its last checkpoint, with no hole for a reader to find. At most five bundles of a channel
+are unacknowledged at a time (``MAX_IN_FLIGHT``; the appender waits for a delivery report before the sixth):
+an idempotent librdkafka producer sends nothing more to a partition with five messages in flight, and
+while records wait behind them its broker thread does not sleep but polls its socket with a zero timeout
+until the broker answers — a core per producer for as long as the broker is slow, which on a small
+machine starved the broker itself (the job took 150 s instead of 4). Readers ``assign()`` their
 partitions at explicit offsets (no consumer group, as ``connectors.kafka`` does), with
 ``auto.offset.reset=error`` (a position whose records are gone is a ``ChannelError``, never a silent jump),
 and pause the partitions whose reader queue is full. A completed checkpoint deletes the records up to its
@@ -43,22 +48,33 @@ _log = logging.getLogger("runtime.channels")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+MAX_IN_FLIGHT = 5
+"""The most bundles of one channel (partition) an idempotent producer holds unacknowledged: librdkafka's
+per-partition limit of messages in flight with idempotence (``RD_KAFKA_IDEMP_MAX_INFLIGHT``, the broker's
+de-duplication window). With more queued, its broker thread busy-polls while those five are in flight
+(``rd_kafka_toppar_producer_serve`` asks for a wake-up now, then finds it may not send); with at most five,
+a queued bundle always has room to be sent, and the thread sleeps until the broker answers."""
+
+
 class _KafkaAppender(ChannelAppender):
     def __init__(self, store: "KafkaChannelStore", topic: str, partition: int, channel: str) -> None:
         self._store = store
         self._topic = topic
         self._partition = partition
         self._channel = channel
+        self._key = (topic, partition)
 
     def append(self, data: Any, *, barrier: bool = False) -> None:
         store = self._store
         store._raise_errors(self._channel)      # nothing more after a bundle the cluster did not take
         producer = store.producer()
+        store.wait_in_flight(self._key, self._channel)   # no busy broker thread behind five in flight
         value = bytes(data)
         full_since = None
         while True:
             try:
                 producer.produce(self._topic, value=value, partition=self._partition, on_delivery=store._on_delivery)
+                store._in_flight[self._key] = store._in_flight.get(self._key, 0) + 1
                 break
             except BufferError:  # the producer's queue is full: let it deliver first (bundles never time out,
                 now = time.monotonic()   # so a cluster that takes nothing fails the task, before this bundle)
@@ -177,6 +193,10 @@ class KafkaChannelStore(ChannelStore):
         self._errors: list[str] = []       # bundles the cluster did not take (delivery reports), first first
         self._stopped: str | None = None   # why the producer stopped (it takes nothing more)
         self._gapless = True
+        self._max_in_flight: int | None = MAX_IN_FLIGHT   # None: not idempotent, no limit of ours
+        self._in_flight: dict[tuple[str, int], int] = {}  # bundles produced and not yet reported, per partition
+        self.in_flight_waits = 0
+        """Times an append waited for a delivery report because its channel had ``MAX_IN_FLIGHT`` bundles out."""
         self._channels: dict[tuple[str, int], str] = {}
         self._trim_supported = True
         self._trim_failures = 0          # trims failed in a row (transient errors)
@@ -205,10 +225,14 @@ class KafkaChannelStore(ChannelStore):
             if not _flag(settings.get("enable.idempotence")):
                 settings["enable.gapless.guarantee"] = False   # needs idempotence; readers still catch gaps
             self._gapless = _flag(settings.get("enable.gapless.guarantee"))
+            self._max_in_flight = MAX_IN_FLIGHT if _flag(settings.get("enable.idempotence")) else None
             self._producer = Producer(settings)
         return self._producer
 
     def _on_delivery(self, err, msg) -> None:  # noqa: ANN001 - librdkafka's delivery report
+        key = (msg.topic(), msg.partition())
+        if self._in_flight.get(key):
+            self._in_flight[key] -= 1
         if err is not None:
             channel = self._channels.get((msg.topic(), msg.partition()), f"{msg.topic()}[{msg.partition()}]")
             self._errors.append(f"{_describe(msg.value())} of channel {channel!r}: {err.str()}")
@@ -222,6 +246,30 @@ class KafkaChannelStore(ChannelStore):
             except KafkaException as e:   # a fatal error (the gap-less guarantee stopped the producer)
                 self.failed(channel, e)
         self._raise_errors(channel)
+
+    def wait_in_flight(self, key: tuple[str, int], channel: str) -> None:
+        """Wait, serving delivery reports, until partition ``key`` has fewer than ``MAX_IN_FLIGHT`` bundles
+        unacknowledged (see ``MAX_IN_FLIGHT``). A broker that acknowledges nothing stalls the channel, as an
+        outage does (bundles never time out; logged after ``timeout`` seconds); a bundle the cluster did not
+        take, or a store closed meanwhile, raises ``ChannelError``."""
+        limit = self._max_in_flight
+        if limit is None or self._in_flight.get(key, 0) < limit:
+            return
+        self.in_flight_waits += 1
+        warn_at = time.monotonic() + self.timeout
+        while self._in_flight.get(key, 0) >= limit:
+            producer = self._producer
+            if producer is None:
+                raise ChannelError(f"the kafka channel store of channel {channel!r} was closed")
+            try:
+                producer.poll(0.05)       # returns at the first delivery report (or after 50 ms)
+            except KafkaException as e:   # a fatal error (the gap-less guarantee stopped the producer)
+                self.failed(channel, e)
+            self._raise_errors(channel)
+            if warn_at is not None and time.monotonic() > warn_at:
+                warn_at = None
+                _log.warning("kafka acknowledged none of the %d bundles of channel %r in flight for %s s; the "
+                             "channel waits for the cluster", self._in_flight.get(key, 0), channel, self.timeout)
 
     def failed(self, channel: str, error: BaseException) -> None:
         """Raise the ``ChannelError`` for a producer that stopped with ``error``, naming the first bundle that

@@ -119,3 +119,50 @@ def test_a_bundle_the_broker_refuses_leaves_no_hole_in_the_channel(kafka_uri):
     reader.close()
     transfer.stop()
     store.close()
+
+
+class _CountingProducer:
+    """Wraps the store's real producer: the most records of a partition produced and not yet reported."""
+
+    def __init__(self, producer) -> None:
+        self._producer = producer
+        self.held: dict[int, int] = {}
+        self.most = 0
+
+    def produce(self, topic, value, partition, on_delivery):
+        def reported(err, msg):
+            self.held[msg.partition()] -= 1
+            on_delivery(err, msg)
+
+        self._producer.produce(topic, value=value, partition=partition, on_delivery=reported)
+        self.held[partition] = self.held.get(partition, 0) + 1
+        self.most = max(self.most, self.held[partition])
+
+    def __getattr__(self, name):
+        return getattr(self._producer, name)
+
+
+def test_the_producer_never_holds_more_than_max_in_flight_bundles_of_a_channel(kafka_uri):
+    """librdkafka's idempotent producer has at most five messages of a partition in flight; records queued
+    behind them made its broker thread busy-poll (poll() with a zero timeout, ~10,000 a second) until the
+    broker answered, and a slow broker kept four producing tasks at a core each (the Kafka-channel benchmark
+    took 150-250 s instead of 4). The appender keeps at most MAX_IN_FLIGHT bundles per channel
+    unacknowledged, counted from the real delivery reports: of 100 bundles to each of two channels, appended
+    back to back, librdkafka never held more than MAX_IN_FLIGHT of one channel, every one was reported, and
+    the first channel's log holds all 100 in order."""
+    from runtime.channels_kafka import MAX_IN_FLIGHT
+
+    store = open_channel_store(kafka_uri, "job")
+    store.prepare(1, [CHANNEL, "a.0-b.1"])
+    counting = store._producer = _CountingProducer(store.producer())
+    appenders = [store.appender(1, 0, CHANNEL), store.appender(1, 1, "a.0-b.1")]
+    for i in range(1, 101):
+        for a in appenders:
+            p = _payload(i, 100)
+            a.append(bundle.encode([p.to_pybytes()], last_id=i, bundle_ts=i))
+    for a in appenders:
+        a.close()
+    assert counting.most <= MAX_IN_FLIGHT, f"librdkafka held {counting.most} bundles of a channel"
+    assert counting.held == {0: 0, 1: 0}
+    assert _stored_ids(store) == [(i, i) for i in range(1, 101)]
+    store.close()
