@@ -350,7 +350,17 @@ class KafkaLog(Log):
             raise LostDataError(f"topic {topic!r} has no stream header in partition 0, and partition {part} starts at "
                                 f"kafka offset {lo}: its records were deleted; a new history is not started over it",
                                 stream=header.stream, part=part, offset=lo)
-        for rec in scan_partition(self, self._scanner(), topic, part, lo):
+        records = scan_partition(self, self._scanner(), topic, part, lo)
+        while True:
+            try:
+                rec = next(records, None)
+            except CorruptLogError as e:  # a record no eventlog writer wrote: still written, never ours
+                raise LostDataError(f"topic {topic!r} has no stream header in partition 0, but partition {part} was "
+                                    f"written (a record that is not a stream header: {e.args[0]}); a new history "
+                                    f"is not started over it", stream=header.stream, part=part,
+                                    offset=getattr(e, "offset", None)) from None
+            if rec is None:
+                return
             if not rec.is_header:
                 raise LostDataError(f"topic {topic!r} has no stream header in partition 0, but partition {part} was "
                                     f"written (an event at kafka offset {rec.offset}): its records were deleted or "
