@@ -263,17 +263,24 @@ class KafkaLog(Log):
             if not rec.is_header:
                 raise CorruptLogError("the first record of partition 0 is not a stream header",
                                       stream=stream, part=0, offset=rec.offset)
-            header = rec.header(path=f"{topic}[0]@{rec.offset}")
-            if header.stream != stream:
-                raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, part=0,
-                                      offset=rec.offset)
-            if (header.version[0] >= 2) != (rec.version == 2):
-                raise CorruptLogError(f"a format {header.version[0]}.{header.version[1]} stream header in a record "
-                                      f"framed as format {rec.version}.x", stream=stream, part=0, offset=rec.offset)
+            header = self._header_record(rec, topic, 0, stream)
             self._check_partition_count(header, topic, partitions)
             self._headers[stream] = header
             return header
         raise StreamNotFoundError(f"topic {topic!r} holds no stream header yet", stream=stream)
+
+    @staticmethod
+    def _header_record(rec: Frame, topic: str, part: int, stream: str) -> StreamHeader:
+        """The stream header a header record of ``topic[part]`` holds; CorruptLogError unless it names ``stream``
+        in the framing of its format version."""
+        header = rec.header(path=f"{topic}[{part}]@{rec.offset}")
+        if header.stream != stream:
+            raise CorruptLogError(f"header names stream {header.stream!r}", stream=stream, part=part,
+                                  offset=rec.offset)
+        if (header.version[0] >= 2) != (rec.version == 2):
+            raise CorruptLogError(f"a format {header.version[0]}.{header.version[1]} stream header in a record "
+                                  f"framed as format {rec.version}.x", stream=stream, part=part, offset=rec.offset)
+        return header
 
     def _check_partition_count(self, header: StreamHeader, topic: str, partitions: int | None) -> None:
         if partitions is None:
@@ -337,12 +344,11 @@ class KafkaLog(Log):
         ends = {p: self.watermarks(topic, p) for p in range(header.peers)}
         for p, (lo, hi) in sorted(ends.items()):
             if hi > 0:
-                self._check_headers_only(header, topic, p, lo, hi)
+                self._check_headers_only(header, topic, p, lo)
         self._write_headers(topic, header, [p for p, (_, hi) in ends.items() if hi == 0])
-        self._headers.pop(header.stream, None)
         return self.header(header.stream)  # partition 0's first record: another writer's, had one raced us
 
-    def _check_headers_only(self, header: StreamHeader, topic: str, part: int, lo: int, hi: int) -> None:
+    def _check_headers_only(self, header: StreamHeader, topic: str, part: int, lo: int) -> None:
         """Raise unless partition ``part`` holds only header records of ``header``'s stream (what an interrupted
         creation leaves): LostDataError when it holds events or starts past offset 0, HeaderMismatchError when
         its header differs."""
@@ -366,11 +372,7 @@ class KafkaLog(Log):
                                     f"written (an event at kafka offset {rec.offset}): its records were deleted or "
                                     f"never had a header; a new history is not started over it",
                                     stream=header.stream, part=part, offset=rec.offset)
-            stored = rec.header(path=f"{topic}[{part}]@{rec.offset}")
-            if stored.stream != header.stream:
-                raise CorruptLogError(f"a header record naming stream {stored.stream!r}", stream=header.stream,
-                                      part=part, offset=rec.offset)
-            stored.check_same(header)
+            self._header_record(rec, topic, part, header.stream).check_same(header)
 
     def _write_headers(self, topic: str, header: StreamHeader, parts) -> None:  # noqa: ANN001
         errors: list[str] = []
