@@ -234,7 +234,7 @@ class KafkaChannelStore(ChannelStore):
         if self._in_flight.get(key):
             self._in_flight[key] -= 1
         if err is not None:
-            channel = self._channels.get((msg.topic(), msg.partition()), f"{msg.topic()}[{msg.partition()}]")
+            channel = self._channels.get(key, f"{msg.topic()}[{msg.partition()}]")
             self._errors.append(f"{_describe(msg.value())} of channel {channel!r}: {err.str()}")
 
     def poll(self, channel: str, timeout: float = 0.0) -> None:
@@ -258,14 +258,9 @@ class KafkaChannelStore(ChannelStore):
         self.in_flight_waits += 1
         warn_at = time.monotonic() + self.timeout
         while self._in_flight.get(key, 0) >= limit:
-            producer = self._producer
-            if producer is None:
+            if self._producer is None:
                 raise ChannelError(f"the kafka channel store of channel {channel!r} was closed")
-            try:
-                producer.poll(0.05)       # returns at the first delivery report (or after 50 ms)
-            except KafkaException as e:   # a fatal error (the gap-less guarantee stopped the producer)
-                self.failed(channel, e)
-            self._raise_errors(channel)
+            self.poll(channel, 0.05)      # returns at the first delivery report (or after 50 ms)
             if warn_at is not None and time.monotonic() > warn_at:
                 warn_at = None
                 _log.warning("kafka acknowledged none of the %d bundles of channel %r in flight for %s s; the "
