@@ -15,7 +15,7 @@ jvm tap only     generate -> JVM tap -> ``write.format("noop")``: what capturing
 py tap only      generate -> Python tap -> ``write.format("noop")`` (``--no-python`` leaves both Python cases out).
 
 Targets (issue 16): job+jvm tap <= 1.5x job; jvm tap only <= 0.8x parquet write. Every tapped case writes a
-new stream (the previous one removed, untimed); logs use the default fsync. The load average before and after is
+new stream (the previous one removed, untimed); logs use the default fsync. What else ran (``_common.Load``) is
 printed: on a shared machine, read the ratios of one run, not absolute times.
 
 Usage::
@@ -54,7 +54,6 @@ def main() -> None:
     args.no_python = args.no_python or args.quick
     work = args.dir or tempfile.mkdtemp(prefix="bench-jvm-tap-")
     os.makedirs(work, exist_ok=True)
-    load_before = os.getloadavg()
     load = Load()
 
     from capture import tap
@@ -103,7 +102,6 @@ def main() -> None:
         print(f"repetition {rep + 1}/{args.reps}: " + ", ".join(
             f"{n} {samples.best(n):.2f}s" for n in samples.names()), flush=True)
     sizes["parquet"] = dir_size(parquet)
-    load_after = os.getloadavg()
 
     # the last JVM-tapped stream holds every row, and replays
     stream = fresh_stream()
@@ -119,8 +117,7 @@ def main() -> None:
         for n in samples.names()
     ]
     print(f"\n{args.rows:,} rows, {args.partitions} partitions, local[2], {args.reps} interleaved repetitions; "
-          f"load average {load_before[0]:.1f}/{load_before[1]:.1f}/{load_before[2]:.1f} before, "
-          f"{load_after[0]:.1f}/{load_after[1]:.1f}/{load_after[2]:.1f} after, {os.cpu_count()} CPUs")
+          f"{load}")
     print("sizes: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sizes.items()) + "\n")
     print(format_table(["case", "best s", "median s", "spread", "rows/s"], table, markdown=args.markdown))
     checks = [
