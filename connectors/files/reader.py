@@ -28,6 +28,8 @@ from . import index as ix
 from .framing import Malformed
 from .codec import file_codec
 from .layout import layout_for
+from .readahead import BadChecksum, ReadAhead
+from . import readahead
 from .segment import Place, SegmentFiles, Stop
 from .storage import Storage
 
@@ -94,14 +96,18 @@ class _Cursor:
         """The writer epoch of the segment (read with its prefix)."""
         self.blocks: list[tuple[int, int]] | None = [] if files.layout.seals and files.encoding == "arrow" else None
         """``(offset, length)`` of every event read from the segment (2.x Arrow: checked against its footer)."""
+        self.ahead: ReadAhead | None = None
+        """The segment's next large events being decoded on other threads (``readahead``)."""
 
     def reopen(self, *, forget_prefix: bool = False) -> None:
         self.mapped = None
+        self.ahead = None
         self.files.reopen(forget_prefix=forget_prefix)
 
     def close(self) -> None:
         self.mapped = None
         self.decoder = None
+        self.ahead = None
         self.files.close()
 
 
@@ -123,6 +129,7 @@ class FilePartReader(PartReader):
         self._known: list[int] = []
         self._prev_epoch: tuple[int, str] | None = None  # (epoch, path) of the last segment read
         self.epoch = 0
+        self._ahead_depth = 0 if progress_only or header.encoding != "arrow" else readahead.depth()
 
     @property
     def next_seq(self) -> int:
@@ -308,27 +315,46 @@ class FilePartReader(PartReader):
                  "path": f.data_path}
         if cur.mapped is None or cur.mapped.size < place.end:
             cur.mapped = cur.files.data.map()  # (re)map: the segment grew since it was mapped
+            cur.ahead = None  # what was decoded ahead came from the old mapping: decoded again, in place
             if cur.mapped.size < place.end:
                 raise f.error("segment shrank while it was read", seq=place.seq, offset=place.offset)
-        body = cur.mapped.slice(place.offset, place.length)
-        if place.entry is not None and ix.checksum(body) != place.entry.crc:
-            raise f.error("event fails its checksum", seq=place.seq, offset=place.offset)
+        ahead = None
+        if cur.decoder is not None and self._ahead_depth:
+            if cur.ahead is None:
+                cur.ahead = ReadAhead(self._ahead_decoder(cur), self._ahead_depth)
+            ahead = cur.ahead.take(place.seq, place.offset, place.length)
+            cur.ahead.start(f, cur.mapped, place.seq + 1, place.end)  # the next ones decode while this one is used
         try:
-            if cur.decoder is None:
-                prefix = cur.mapped.slice(0, f.prefix_len or 0)
-                try:
-                    cur.decoder = self._codec.segment_decoder(prefix, part=self.part)
-                except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
-                    raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
-            seq, event = cur.decoder.decode_at(cur.mapped, place.offset, place.length)
+            if ahead is not None:
+                seq, event, ts = ahead.result()
+            else:
+                body = cur.mapped.slice(place.offset, place.length)
+                if place.entry is not None and ix.checksum(body) != place.entry.crc:
+                    raise BadChecksum()
+                if cur.decoder is None:
+                    prefix = cur.mapped.slice(0, f.prefix_len or 0)
+                    try:
+                        cur.decoder = self._codec.segment_decoder(prefix, part=self.part)
+                    except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
+                        raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
+                seq, event = cur.decoder.decode_at(cur.mapped, place.offset, place.length)
+                ts = getattr(cur.decoder, "last_ts", None)
+        except BadChecksum:
+            raise f.error("event fails its checksum", seq=place.seq, offset=place.offset) from None
         except CorruptLogError as e:
             raise relocate(e, **where) from None
         except RAW_DECODE_ERRORS as e:
-            cur.decoder = None  # its state is unknown after an error
+            if ahead is None:
+                cur.decoder = None  # its state is unknown after an error
             raise decode_error(e, **where) from None
         if seq != place.seq:
             raise f.error(f"event carries seq {seq}, its place in the segment is seq {place.seq}", seq=place.seq,
                           offset=place.offset)
         if self._progress_only and isinstance(event, Messages):
             return None
-        return Entry(seq, event, getattr(cur.decoder, "last_ts", None))
+        return Entry(seq, event, ts)
+
+    def _ahead_decoder(self, cur: _Cursor):  # noqa: ANN202
+        """What builds the decoders of events decoded ahead in ``cur``'s segment (one per event in flight)."""
+        prefix = cur.mapped.slice(0, cur.files.prefix_len or 0) if cur.mapped is not None else b""
+        return lambda: readahead.single_threaded(self._codec.segment_decoder(prefix, part=self.part))

@@ -106,6 +106,8 @@ class _ArrowSegmentDecoder:
         self._segment: pa.Buffer | None = None
         self._source: pa.BufferReader | None = None
         self._reader: ipc.RecordBatchStreamReader | None = None
+        self.read_options: ipc.IpcReadOptions | None = None
+        """pyarrow's read options for ``decode_at`` (None: its defaults, buffers decompressed on its threads)."""
 
     def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001
         try:
@@ -129,7 +131,7 @@ class _ArrowSegmentDecoder:
             if segment is not self._segment:  # one stream reader per (mapped) segment, positioned per event
                 self._segment = segment
                 self._source = pa.BufferReader(segment.slice(self._skip) if self._skip else segment)
-                self._reader = ipc.open_stream(self._source)
+                self._reader = ipc.open_stream(self._source, options=self.read_options)
             assert self._source is not None and self._reader is not None
             self._source.seek(offset - self._skip)
             batch, meta = self._reader.read_next_batch_with_custom_metadata()

@@ -13,7 +13,9 @@ A stream of 8 parts (int64 + 32-byte string rows, batches of 10k, one time per b
   events in one pass: each event read, checked and decoded once, each key hashed once, rows grouped by worker;
 * repartition, one replayer per worker (information): 3 ``Replayer(..., mode="repartition", key="id")``, one
   after the other — each reads and decodes all 8 parts, as workers in separate processes must;
-* checksum + decode only (information): the file log's per-event work without the replayer.
+* checksum + decode only (information): the file log's per-event work without the replayer;
+* assign, decoding in place (information): assign with ``EVENTLOG_READ_AHEAD=0``, every event decoded on the
+  replaying thread (the path before the file reader decoded the next large events on other threads).
 
 Headlines (median of per-round ratios, ``_common.headline``): assign ÷ plain (target ≥ 0.9), repartition with
 shared decoding ÷ assign (target ≥ 0.4), one replayer per worker ÷ assign (no target: bounded by 1/3, every
@@ -132,6 +134,21 @@ def replay_workers(root: str, mode: str, stream: str = "r") -> int:
     return n
 
 
+def in_place(fn):  # noqa: ANN001, ANN201
+    """``fn`` run with every event decoded in place (``EVENTLOG_READ_AHEAD=0``: the path before issue 17)."""
+    def run() -> int:
+        old = os.environ.get("EVENTLOG_READ_AHEAD")
+        os.environ["EVENTLOG_READ_AHEAD"] = "0"
+        try:
+            return fn()
+        finally:
+            if old is None:
+                del os.environ["EVENTLOG_READ_AHEAD"]
+            else:
+                os.environ["EVENTLOG_READ_AHEAD"] = old
+    return run
+
+
 def replay_split(root: str) -> int:
     from eventlog import Messages, open_log
     from replay import Replayer
@@ -207,6 +224,7 @@ def main() -> int:
         cases = [
             ("plain pyarrow.ipc", lambda: plain(root)),
             ("replay assign (3 workers)", lambda: replay_workers(root, "assign")),
+            ("replay assign, decoding in place", in_place(lambda: replay_workers(root, "assign"))),
             ("replay repartition, shared decoding (split)", lambda: replay_split(root)),
             ("replay repartition, one replayer per worker", lambda: replay_workers(root, "repartition")),
             ("checksum + decode only (no replayer)", lambda: decode_only(root)),
@@ -248,6 +266,8 @@ def main() -> int:
         print()
         print(headline("replay assign / plain pyarrow", s.ratio("replay assign (3 workers)", "plain pyarrow.ipc"), 0.9,
                        load))
+        print(headline("replay assign, decoding ahead / decoding in place",
+                       s.ratio("replay assign (3 workers)", "replay assign, decoding in place"), None, load))
         print(headline("replay repartition (shared decoding) / assign",
                        s.ratio("replay repartition, shared decoding (split)", "replay assign (3 workers)"), 0.4, load))
         print(headline("replay repartition (one replayer per worker) / assign",

@@ -1,0 +1,141 @@
+"""Decoding a segment's next large events on other threads while the current one is consumed.
+
+pyarrow decompresses one event's buffers in parallel, but an event's largest buffer (a string column's data)
+is decompressed by one thread, and a replay spends the rest of its time in Python between events. A reader
+that hands the next Messages events of a segment to a small thread pool keeps both cores busy: pyarrow's
+decoding, validation and the checksum release the GIL. Only whole, indexed Messages events of at least
+``MIN_BYTES`` that lie inside the bytes already mapped are decoded ahead, each by a decoder of its own (an
+Arrow stream decoder is positioned per event, so one decoder never serves two threads at once). Everything
+else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead changes
+when work is done, never what is checked or what is reported.
+
+``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.ipc
+
+from eventlog.encoding import SegmentDecoder
+from eventlog.events import Event
+
+from . import index as ix
+
+MIN_BYTES = 16 << 10
+"""Events smaller than this are decoded in place (a hand-off to a thread costs tens of microseconds)."""
+LOOK = 8
+"""How many index entries past the current event are looked at for events to decode ahead."""
+
+
+def depth() -> int:
+    """How many events each reader decodes ahead at most (``EVENTLOG_READ_AHEAD``; 2 on a machine with more
+    than one core, else 0)."""
+    raw = os.environ.get("EVENTLOG_READ_AHEAD", "")
+    if raw.strip():
+        try:
+            return max(0, int(raw))
+        except ValueError:
+            raise ValueError(f"EVENTLOG_READ_AHEAD={raw!r} is not a whole number of events") from None
+    return 2 if (os.cpu_count() or 1) > 1 else 0
+
+
+class BadChecksum(Exception):
+    """An event decoded ahead fails its index entry's checksum (the reader reports it as it would in place)."""
+
+
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="eventlog-read-ahead")
+        return _pool
+
+
+def _forget_pool() -> None:  # a forked child (Spark's Python workers) has none of the parent's threads
+    global _pool, _lock
+    _pool = None
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+_ONE_THREAD = pa.ipc.IpcReadOptions(use_threads=False)
+
+
+def single_threaded(decoder: SegmentDecoder) -> SegmentDecoder:
+    """``decoder``, set to decompress an event's buffers on the calling thread: events decoded ahead run side by
+    side already, and pyarrow's own thread pool would only add hand-offs."""
+    if hasattr(decoder, "read_options"):
+        decoder.read_options = _ONE_THREAD
+    return decoder
+
+
+def decode(decoder: SegmentDecoder, mapped: pa.Buffer, offset: int, length: int,
+           crc: int | None) -> tuple[int, Event, int | None]:
+    """The event at ``offset`` (checksum first, when its index entry gives one): ``(seq, event, write time)``."""
+    if crc is not None and ix.checksum(mapped.slice(offset, length)) != crc:
+        raise BadChecksum()
+    seq, event = decoder.decode_at(mapped, offset, length)
+    return seq, event, getattr(decoder, "last_ts", None)
+
+
+class ReadAhead:
+    """The events of one segment being decoded ahead, by seq; ``make_decoder`` builds a decoder of the
+    segment's prefix (one per event in flight)."""
+
+    def __init__(self, make_decoder: Callable[[], SegmentDecoder], depth: int) -> None:
+        self._make = make_decoder
+        self._depth = depth
+        self._free: list[SegmentDecoder] = []
+        self._flight: dict[int, tuple[int, int, Future, SegmentDecoder]] = {}
+        self._scanned = 0
+        """The highest seq looked at so far (entries are looked at once)."""
+
+    def take(self, seq: int, offset: int, length: int) -> "Future | None":
+        """The decoding of event ``seq`` at ``offset`` started ahead, if one was (and placed it there)."""
+        item = self._flight.pop(seq, None)
+        if item is None:
+            return None
+        at, n, fut, dec = item
+        fut.add_done_callback(lambda f, d=dec: self._release(f, d))
+        return fut if (at, n) == (offset, length) else None
+
+    def _release(self, fut: Future, dec: SegmentDecoder) -> None:
+        if fut.exception() is None:  # a decoder that failed is in an unknown state: dropped
+            self._free.append(dec)
+
+    def start(self, files, mapped: pa.Buffer, seq: int, end: int) -> None:  # noqa: ANN001
+        """Start decoding the large Messages events that follow event ``seq - 1`` (which ends at ``end``),
+        as far as their index entries are whole and their bytes are mapped."""
+        first = max(seq, self._scanned + 1)
+        last = seq + LOOK
+        for s in range(seq, last):
+            e = files.entry(s)
+            if not isinstance(e, ix.IndexEntry) or e.seq != s or e.offset != end or e.offset + e.length > mapped.size:
+                return
+            end = e.offset + e.length
+            if s < first:
+                continue
+            self._scanned = s
+            if e.kind != ix.KIND_MESSAGES or e.length < MIN_BYTES:
+                continue
+            if len(self._flight) >= self._depth:
+                self._scanned = s - 1
+                return
+            dec = self._free.pop() if self._free else self._make()
+            fut = _executor().submit(decode, dec, mapped, e.offset, e.length, e.crc)
+            self._flight[s] = (e.offset, e.length, fut, dec)
+
+
+__all__ = ["BadChecksum", "MIN_BYTES", "ReadAhead", "decode"]

@@ -1,0 +1,204 @@
+"""Decoding ahead (``connectors/files/readahead.py``) changes when a file reader decodes, never what it reads
+or reports: on intact, damaged, live and forked reads, a reader decoding ahead gives the same events, the same
+error (type, text, location) after the same events, as one decoding each event in place."""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import random
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from capture import Capture
+from connectors.files import index as ix
+from connectors.files import readahead
+from eventlog import EventLogError, Messages, open_log
+
+SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
+ROWS = 2_000  # ~70 KB of random hex per batch: Messages events well over readahead.MIN_BYTES
+
+
+def batch(t: int, n: int = ROWS) -> pa.RecordBatch:
+    rng = np.random.default_rng(t)
+    s = np.char.mod("%032x", rng.integers(0, 2**62, n)).astype(object)
+    return pa.record_batch([pa.array(np.arange(t * n, (t + 1) * n)), pa.array(s, pa.string())], schema=SCHEMA)
+
+
+def capture(root: str, times: int, *, segment_bytes: int = 1 << 20, small_every: int = 3, finish: bool = True) -> None:
+    """Part 0 of stream "s": per time a large batch, every ``small_every``-th time a tiny one too (events
+    decoded in place between those decoded ahead), and a Progress event."""
+    log = open_log(root, sync="none", segment_bytes=segment_bytes)
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    for t in range(times):
+        cap.send(t, batch(t))
+        if t % small_every == 0:
+            cap.send(t, batch(1000 + t, 3))
+        cap.advance_to(t + 1)
+    cap.close() if finish else cap.abort()
+
+
+def read(root: str, depth: int, monkeypatch: pytest.MonkeyPatch, start: int = 1) -> tuple[list, str | None]:
+    """Everything a reader yields (seq, time or updates, records) and the error it ends with (None)."""
+    monkeypatch.setenv("EVENTLOG_READ_AHEAD", str(depth))
+    out: list = []
+    try:
+        with open_log(root).reader("s", 0, start) as r:
+            for e in r:
+                ev = e.event
+                out.append((e.seq, ev.time, ev.records) if isinstance(ev, Messages) else (e.seq, ev.updates))
+        return out, None
+    except EventLogError as err:
+        return out, f"{type(err).__name__}: {err} @ seq={err.seq} offset={err.offset} path={err.path}"
+
+
+def same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        x[:2] == y[:2] and (len(x) == 2 or x[2].equals(y[2])) for x, y in zip(a, b))
+
+
+def segments(root: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(root, "s", "part=0", "*.arrow")) +
+                  glob.glob(os.path.join(root, "s", "part=0", "*.arrow.open")))
+
+
+def entries(seg: str) -> tuple[str, list[ix.IndexEntry]]:
+    d, name = os.path.split(seg)
+    index = os.path.join(d, "_" + name.split(".")[0] + ".index")
+    raw = open(index, "rb").read()
+    n = (len(raw) - ix.HEADER_SIZE) // ix.ENTRY_SIZE
+    return index, [ix.unpack_entry(raw, ix.HEADER_SIZE + i * ix.ENTRY_SIZE) for i in range(n)]
+
+
+def large(es: list[ix.IndexEntry]) -> list[ix.IndexEntry]:
+    return [e for e in es if e.kind == ix.KIND_MESSAGES and e.length >= readahead.MIN_BYTES]
+
+
+def test_an_intact_log_reads_the_same_and_events_are_decoded_ahead(tmp_path, monkeypatch) -> None:
+    root = str(tmp_path)
+    capture(root, 12)
+    calls = []
+    real = readahead.decode
+    monkeypatch.setattr(readahead, "decode", lambda *a: calls.append(threading.current_thread().name) or real(*a))
+    ahead, err = read(root, 2, monkeypatch)
+    assert err is None
+    assert calls and all(n.startswith("eventlog-read-ahead") for n in calls)  # the path under test ran
+    in_place, err = read(root, 0, monkeypatch)
+    assert err is None and same(ahead, in_place)
+    msgs = [x for x in ahead if len(x) == 3]
+    assert [x[1] for x in msgs if len(x[2]) == ROWS] == list(range(12))
+    assert all(x[2].equals(batch(x[1])) for x in msgs if len(x[2]) == ROWS)
+    for start in (1, 5, 6, 17):  # a reader starting inside a segment skips what is before, decoding nothing more
+        assert same(read(root, 2, monkeypatch, start)[0], [x for x in in_place if x[0] >= start])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_damage_in_an_event_decoded_ahead_is_reported_as_in_place(tmp_path, monkeypatch, seed) -> None:
+    rnd = random.Random(seed)
+    root = str(tmp_path)
+    capture(root, 10, segment_bytes=rnd.choice([300_000, 1 << 20]))
+    seg = rnd.choice(segments(root))
+    index, es = entries(seg)
+    victim = rnd.choice([e for e in large(es) if es.index(e) >= 2])  # the segment's first event: in place
+    data = bytearray(open(seg, "rb").read())
+    how = rnd.choice(["flip", "flip+crc", "zero-body", "truncate"])
+    if how == "truncate":
+        del data[victim.offset + rnd.randrange(victim.length):]
+    elif how == "zero-body":
+        data[victim.offset + 300: victim.offset + victim.length] = bytes(victim.length - 300)
+    else:
+        at = victim.offset + rnd.randrange(victim.length)
+        data[at] ^= 1 << rnd.randrange(8)
+    if how in ("flip+crc", "zero-body"):  # the checksum agrees: what the decoder finds is what is reported
+        raw = bytearray(open(index, "rb").read())
+        fixed = ix.IndexEntry(victim.seq, victim.offset, victim.length,
+                              ix.checksum(bytes(data[victim.offset:victim.offset + victim.length])), victim.kind)
+        pos = ix.HEADER_SIZE + es.index(victim) * ix.ENTRY_SIZE
+        raw[pos:pos + ix.ENTRY_SIZE] = ix.pack_entry(fixed)
+        open(index, "wb").write(bytes(raw))
+    open(seg, "wb").write(bytes(data))
+    offsets = []
+    real = readahead.decode
+    monkeypatch.setattr(readahead, "decode", lambda *a: offsets.append(a[2]) or real(*a))
+    ahead, err_ahead = read(root, 2, monkeypatch)
+    if how != "truncate":
+        assert victim.offset in offsets  # the damaged event was one decoded ahead
+    in_place, err_in_place = read(root, 0, monkeypatch)
+    assert err_ahead == err_in_place, how
+    assert same(ahead, in_place), how
+    if how == "flip":
+        assert err_ahead is not None and f"seq={victim.seq}" in err_ahead, (how, err_ahead)
+    if how in ("flip", "truncate"):  # a cut last segment reads as a torn tail: the events before it, no error
+        assert all(x[0] < victim.seq for x in ahead)
+        assert err_ahead is not None or segments(root)[-1] == seg
+
+
+def test_a_live_part_read_while_it_is_written(tmp_path, monkeypatch) -> None:
+    """A reader following a part as it grows (segments open, remapped, sealed and renamed under it) reads
+    exactly what was written, decoding ahead whatever is already there."""
+    root = str(tmp_path)
+    monkeypatch.setenv("EVENTLOG_READ_AHEAD", "2")
+    log = open_log(root, sync="none", segment_bytes=400_000)
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    cap.send(0, batch(0))
+    cap.advance_to(1)
+
+    def write() -> None:
+        for t in range(1, 40):
+            cap.send(t, batch(t))
+            if t % 4 == 0:
+                time.sleep(0.005)
+            cap.advance_to(t + 1)
+        cap.close()
+
+    w = threading.Thread(target=write)
+    w.start()
+    got = []
+    with open_log(root).reader("s", 0) as r:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = not w.is_alive()  # taken before the pass: a pass after the writer finished reads it all
+            got += [e.event for e in r]
+            if done:
+                break
+            time.sleep(0.001)
+    w.join()
+    times = [ev.time for ev in got if isinstance(ev, Messages)]
+    assert times == list(range(40))
+    assert all(ev.records.equals(batch(ev.time)) for ev in got if isinstance(ev, Messages))
+
+
+def _child_reads(root: str, q) -> None:  # noqa: ANN001
+    with open_log(root).reader("s", 0) as r:
+        q.put(sum(e.event.records.num_rows for e in r if isinstance(e.event, Messages)))
+
+
+def test_a_forked_child_reads_ahead_with_threads_of_its_own(tmp_path, monkeypatch) -> None:
+    """Spark forks its Python workers from a daemon: a child of a process that decoded ahead has none of its
+    threads, and must not wait for them."""
+    root = str(tmp_path)
+    capture(root, 6)
+    rows, err = read(root, 2, monkeypatch)
+    assert err is None and readahead._pool is not None  # the parent's pool exists
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_reads, args=(root, q))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    assert q.get(timeout=5) == sum(len(x[2]) for x in rows if len(x) == 3)
+
+
+def test_the_setting_is_checked(monkeypatch) -> None:
+    monkeypatch.setenv("EVENTLOG_READ_AHEAD", "lots")
+    with pytest.raises(ValueError, match="EVENTLOG_READ_AHEAD"):
+        readahead.depth()
+    monkeypatch.setenv("EVENTLOG_READ_AHEAD", "3")
+    assert readahead.depth() == 3
+    monkeypatch.delenv("EVENTLOG_READ_AHEAD")
+    assert readahead.depth() == (2 if (os.cpu_count() or 1) > 1 else 0)
