@@ -12,7 +12,13 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import LogLimitError
-from ..limits import MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_VALUES, decoded_bytes_bound
+from ..limits import (MAX_EVENT_DECODED_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_VALUES,
+                      MAX_EXPANSION_RATIO, decoded_bytes_bound)
+
+try:  # the same walk in C (built by pip install); the Python one below is the specification and says why
+    from . import _ipc_native as _native
+except ImportError:  # not built: every message goes through the Python check
+    _native = None
 
 _CONTINUATION = 0xFFFFFFFF
 _RECORD_BATCH = 3  # MessageHeader union: NONE, Schema, DictionaryBatch, RecordBatch, Tensor, SparseTensor
@@ -106,6 +112,17 @@ def check_record_batch_message(data: memoryview, start: int = 0) -> BatchMessage
     """Read the encapsulated IPC message at ``start`` of ``data`` and check it is one record batch within
     the format's limits: LogLimitError over a limit, ValueError for anything malformed (sizes or offsets
     that do not fit the bytes given, another message type, an unknown compression)."""
+    if _native is not None:
+        found = _native.check(data, start, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_VALUES,
+                              MAX_EVENT_DECODED_BYTES, MAX_EXPANSION_RATIO)
+        if found is not None:
+            return BatchMessage(*found)
+    return check_in_python(data, start)
+
+
+def check_in_python(data: memoryview, start: int = 0) -> BatchMessage:
+    """``check_record_batch_message`` in Python, whatever is built: what the C walk is held to (it accepts
+    exactly the messages this accepts, with the same figures), and what says why a message is refused."""
     buf = memoryview(data)
     pos = start
     if len(buf) - pos < 8:

@@ -1,0 +1,262 @@
+/*
+ * The fast path of eventlog/encoding/ipc_message.py::check_record_batch_message: the same bounds-checked walk of
+ * an Arrow IPC record-batch message's flatbuffer metadata, in C.
+ *
+ * check(data, start, max_metadata, max_rows, max_values, max_decoded, expansion) returns
+ * (rows, values, decoded_bytes, end) for a message the Python check accepts, and None for any message it would
+ * refuse (malformed, or over a limit): the caller then runs the Python check, which says why. Every read is
+ * bounds-checked against the bytes given; every sum saturates instead of overflowing. Nothing is allocated
+ * from what the message declares.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    const uint8_t *p; /* the flatbuffer (the message's metadata) */
+    int64_t n;
+    int bad;          /* a read fell outside, or a check failed */
+} fb_t;
+
+static uint64_t rd_le(const uint8_t *p, int size) {
+    uint64_t v = 0;
+    for (int i = size - 1; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* size bytes at pos, little-endian, unsigned; sets bad (and returns 0) outside the buffer */
+static uint64_t get(fb_t *fb, int64_t pos, int size) {
+    if (fb->bad || pos < 0 || pos > fb->n - size) {
+        fb->bad = 1;
+        return 0;
+    }
+    return rd_le(fb->p + pos, size);
+}
+
+typedef struct {
+    int64_t pos, vtable, vt_size;
+    int present;
+} table_t;
+
+static table_t table_at(fb_t *fb, int64_t pos) {
+    table_t t = {0, 0, 0, 0};
+    int64_t soff = (int32_t)get(fb, pos, 4);
+    int64_t vtable = pos - soff;
+    int64_t vt_size = (int64_t)get(fb, vtable, 2);
+    if (fb->bad || vt_size < 4 || vt_size % 2) {
+        fb->bad = 1;
+        return t;
+    }
+    get(fb, vtable + vt_size - 2, 2); /* the whole vtable lies inside the buffer */
+    if (fb->bad) {
+        return t;
+    }
+    t.pos = pos;
+    t.vtable = vtable;
+    t.vt_size = vt_size;
+    t.present = 1;
+    return t;
+}
+
+static int64_t ref(fb_t *fb, int64_t pos) {
+    return pos + (int64_t)get(fb, pos, 4);
+}
+
+/* absolute position of field i, 0 when absent */
+static int64_t field(fb_t *fb, const table_t *t, int i) {
+    int64_t at = 4 + 2 * (int64_t)i;
+    if (at >= t->vt_size) {
+        return 0;
+    }
+    int64_t off = (int64_t)get(fb, t->vtable + at, 2);
+    return off ? t->pos + off : 0;
+}
+
+static table_t subtable(fb_t *fb, const table_t *t, int i) {
+    table_t none = {0, 0, 0, 0};
+    int64_t at = field(fb, t, i);
+    if (!at || fb->bad) {
+        return none;
+    }
+    return table_at(fb, ref(fb, at));
+}
+
+/* (start, count) of vector field i of items of item_size bytes; count 0 when absent */
+static void vector(fb_t *fb, const table_t *t, int i, int item_size, int64_t *start, int64_t *count) {
+    *start = 0;
+    *count = 0;
+    int64_t at = field(fb, t, i);
+    if (!at || fb->bad) {
+        return;
+    }
+    int64_t s = ref(fb, at);
+    int64_t c = (int64_t)get(fb, s, 4);
+    if (fb->bad || c * item_size > fb->n - s - 4) {
+        fb->bad = 1;
+        return;
+    }
+    *start = s + 4;
+    *count = c;
+}
+
+static int add_sat(int64_t *sum, int64_t x, int64_t cap) {
+    if (x > cap || *sum > cap - x) {
+        return 0;
+    }
+    *sum += x;
+    return 1;
+}
+
+static PyObject *check(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start;
+    long long max_meta, max_rows, max_values, max_decoded, expansion;
+    if (!PyArg_ParseTuple(args, "y*nLLLLL", &view, &start, &max_meta, &max_rows, &max_values, &max_decoded,
+                          &expansion)) {
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    int64_t len = (int64_t)view.len;
+    int ok = 0;
+    int64_t rows = 0, values = 0, decoded = 0, end = 0;
+    do {
+        int64_t pos = (int64_t)start;
+        if (pos < 0 || len - pos < 8) {
+            break;
+        }
+        int64_t size = (int64_t)rd_le(buf + pos, 4);
+        if (size == 0xFFFFFFFFLL) {
+            pos += 4;
+            size = (int64_t)rd_le(buf + pos, 4); /* in bounds: 8 bytes from start exist */
+        }
+        pos += 4;
+        if (size > max_meta || size < 8 || size > len - pos) {
+            break;
+        }
+        fb_t fb = {buf + pos, size, 0};
+        table_t message = table_at(&fb, ref(&fb, 0));
+        if (fb.bad) {
+            break;
+        }
+        int64_t at = field(&fb, &message, 1);
+        int64_t header_type = at ? (int64_t)get(&fb, at, 1) : 0;
+        if (fb.bad || header_type != 3) {
+            break;
+        }
+        at = field(&fb, &message, 3);
+        int64_t body_len = at ? (int64_t)get(&fb, at, 8) : 0;
+        int64_t body = pos + size;
+        if (fb.bad || body_len < 0 || body_len > len - body) {
+            break;
+        }
+        table_t batch = subtable(&fb, &message, 2);
+        if (fb.bad || !batch.present) {
+            break;
+        }
+        at = field(&fb, &batch, 0);
+        rows = at ? (int64_t)get(&fb, at, 8) : 0;
+        if (fb.bad || rows < 0 || rows > max_rows) {
+            break;
+        }
+        int64_t nodes_at, nodes;
+        vector(&fb, &batch, 1, 16, &nodes_at, &nodes);
+        if (fb.bad || nodes_at > size - 16 * nodes) {
+            break;
+        }
+        int good = 1;
+        for (int64_t i = 0; i < nodes && good; i++) {
+            int64_t length = (int64_t)rd_le(fb.p + nodes_at + 16 * i, 8);
+            good = length >= 0 && add_sat(&values, length, max_values);
+        }
+        if (!good) {
+            break;
+        }
+        table_t compression = subtable(&fb, &batch, 3);
+        if (fb.bad) {
+            break;
+        }
+        int compressed = 0;
+        if (compression.present) {
+            at = field(&fb, &compression, 0);
+            int64_t codec = at ? (int64_t)(int8_t)get(&fb, at, 1) : 0;
+            if (fb.bad || codec != 1) { /* CompressionType: LZ4_FRAME = 0, ZSTD = 1 */
+                break;
+            }
+            compressed = 1;
+        }
+        end = body + body_len;
+        int64_t stored = end - (int64_t)start;
+        int64_t bound = expansion;
+        if (stored > 1 && bound > max_decoded / stored) {
+            bound = max_decoded;
+        } else {
+            bound = bound * (stored > 1 ? stored : 1);
+            if (bound > max_decoded) {
+                bound = max_decoded;
+            }
+        }
+        int64_t bufs_at, nbufs;
+        vector(&fb, &batch, 2, 16, &bufs_at, &nbufs);
+        if (fb.bad || bufs_at > size - 16 * nbufs) {
+            break;
+        }
+        for (int64_t i = 0; i < nbufs && good; i++) {
+            int64_t offset = (int64_t)rd_le(fb.p + bufs_at + 16 * i, 8);
+            int64_t length = (int64_t)rd_le(fb.p + bufs_at + 16 * i + 8, 8);
+            if (offset < 0 || length < 0 || offset > body_len || length > body_len - offset) {
+                good = 0;
+            } else if (!compressed || length == 0) {
+                good = add_sat(&decoded, length, bound);
+            } else if (length < 8) {
+                good = 0;
+            } else {
+                int64_t declared = (int64_t)rd_le(buf + body + offset, 8);
+                good = declared >= -1 && add_sat(&decoded, declared == -1 ? length - 8 : declared, bound);
+            }
+        }
+        if (!good) {
+            break;
+        }
+        int64_t counts_at, ncounts, variadic = 0;
+        vector(&fb, &batch, 4, 8, &counts_at, &ncounts);
+        if (fb.bad || counts_at > size - 8 * ncounts) {
+            break;
+        }
+        for (int64_t i = 0; i < ncounts && good; i++) {
+            int64_t c = (int64_t)rd_le(fb.p + counts_at + 8 * i, 8);
+            good = c >= 0 && add_sat(&variadic, c, nbufs);
+        }
+        if (!good) {
+            break;
+        }
+        ok = 1;
+    } while (0);
+    PyBuffer_Release(&view);
+    if (!ok) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(LLLL)", (long long)rows, (long long)values, (long long)decoded, (long long)end);
+}
+
+static PyMethodDef methods[] = {
+    {"check", check, METH_VARARGS,
+     "check(data, start, max_metadata, max_rows, max_values, max_decoded, expansion) -> "
+     "(rows, values, decoded_bytes, end) or None: what a record-batch message declares, None when it is "
+     "malformed or over a limit (the Python check says which)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_ipc_native",
+    .m_doc = "Bounds-checked reading of Arrow IPC record-batch message metadata.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__ipc_native(void) {
+    return PyModule_Create(&module);
+}
