@@ -202,3 +202,21 @@ def test_the_setting_is_checked(monkeypatch) -> None:
     assert readahead.depth() == 3
     monkeypatch.delenv("EVENTLOG_READ_AHEAD")
     assert readahead.depth() == (2 if (os.cpu_count() or 1) > 1 else 0)
+
+
+@pytest.mark.parametrize("env, threads", [({}, True), ({"EVENTLOG_PRELOAD": "0"}, False),
+                                          ({"EVENTLOG_READ_AHEAD": "0"}, False)])
+def test_opening_a_file_log_warms_the_threads_once(tmp_path, env, threads) -> None:
+    """The first replay of a process does not pay for starting the threads (``bench_replay``'s first-replay
+    headline); nothing starts when preloading or decoding ahead is off."""
+    import subprocess
+    import sys
+
+    code = ("import threading; from eventlog import open_log; open_log(%r); open_log(%r); "
+            "print(sum(t.name.startswith('eventlog-read-ahead') for t in threading.enumerate()))"
+            % (str(tmp_path), str(tmp_path)))
+    clean = {k: v for k, v in os.environ.items() if k not in ("EVENTLOG_PRELOAD", "EVENTLOG_READ_AHEAD")}
+    out = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    want = max(2, os.cpu_count() or 1) if threads and (os.cpu_count() or 1) > 1 else 0
+    assert int(out.stdout.strip()) == want, out.stderr

@@ -23,9 +23,10 @@ from eventlog.encoding.avro_rows import DEFAULT_AVRO_CODEC, check_avro_codec
 from eventlog.errors import CorruptLogError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
-from eventlog.log import Log, PartStats, check_sync_mode
+from eventlog.log import PRELOAD_ENV, Log, PartStats, check_sync_mode
 
 from . import index as ix
+from . import readahead
 from .framing import Malformed
 from .codec import file_codec
 from .layout import HEADER_FILES, LAYOUTS, layout_for
@@ -60,6 +61,8 @@ class FileLog(Log):
         avro_codec: str | None = None,
     ) -> None:
         check_sync_mode(sync)
+        if os.environ.get(PRELOAD_ENV, "1") != "0":
+            readahead.warm()  # once per process: a first replay decodes ahead as fast as later ones
         self.format_version = _parse_format(os.environ.get(FORMAT_ENV) or FILE_FORMAT_VERSION if format is None
                                             else format)
         """The format version of the streams this log creates (existing streams keep theirs)."""

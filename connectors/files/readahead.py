@@ -9,7 +9,8 @@ Arrow stream decoder is positioned per event, so one decoder never serves two th
 else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead changes
 when work is done, never what is checked or what is reported.
 
-``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader).
+``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader). The
+pool's threads start, warmed by a tiny decode each, when a process opens its first file log (``warm``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,42 @@ def _executor() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="eventlog-read-ahead")
         return _pool
+
+
+def _warm_thread() -> None:
+    """What a thread pays on its first decode (pyarrow's per-thread allocator state, zstd contexts), paid now."""
+    pa.ipc.open_stream(_WARM_STREAM, options=_ONE_THREAD).read_next_batch().validate(full=True)
+
+
+def warm() -> None:
+    """Start the pool's threads and let each decode a tiny event, so that the first replay of a process does
+    not pay for it (``open_log`` calls this once, after ``eventlog.preload``; a no-op when decoding ahead is
+    off or was warmed already)."""
+    global _WARM_STREAM
+    if _pool is not None or depth() == 0:
+        return
+    if _WARM_STREAM is None:
+        batch = pa.record_batch([pa.array([1, 2, 3]), pa.array(["a", "b", "c"])], names=["x", "s"])
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_batch(batch)
+        _WARM_STREAM = sink.getvalue()
+    ex = _executor()
+    n = ex._max_workers
+    meet = threading.Barrier(n)
+
+    def one() -> None:
+        _warm_thread()
+        meet.wait(timeout=1)  # each thread takes one: none returns before all have started
+
+    for f in [ex.submit(one) for _ in range(n)]:
+        try:
+            f.result()
+        except threading.BrokenBarrierError:  # fewer threads were started: they start warm enough later
+            pass
+
+
+_WARM_STREAM: pa.Buffer | None = None
 
 
 def _forget_pool() -> None:  # a forked child (Spark's Python workers) has none of the parent's threads
