@@ -75,7 +75,8 @@ def warm() -> None:
     if _pool is not None or depth() == 0:
         return
     if _WARM_STREAM is None:
-        batch = pa.record_batch([pa.array([1, 2, 3]), pa.array(["a", "b", "c"])], names=["x", "s"])
+        n = 8192  # big enough that pyarrow really compresses it (a buffer zstd cannot shrink is stored raw)
+        batch = pa.record_batch([pa.array(range(n)), pa.array([f"{i:032x}" for i in range(n)])], names=["x", "s"])
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
             w.write_batch(batch)
