@@ -13,8 +13,13 @@ job+jvm tap(col) the JVM tap with ``time="epoch"`` (8 times per partition).
 parquet write    generate -> ``df.write.parquet`` (the same rows; snappy, Spark's default).
 jvm tap only     generate -> JVM tap -> ``write.format("noop")``: what capturing the rows costs alone.
 py tap only      generate -> Python tap -> ``write.format("noop")`` (``--no-python`` leaves both Python cases out).
+join job         a job whose own time is real work: the rows joined with a 100k-row user table
+                 (``user, region = user % 50, tier = user % 3``; Spark's default plan, a broadcast hash join),
+                 then ``groupBy(region, word).agg(count, sum(bytes), approx_count_distinct(user))`` -> collect.
+join job+jvm tap the same with the JVM tap on every row after the join.
 
-Targets (issue 16): job+jvm tap <= 1.5x job; jvm tap only <= 0.8x parquet write. Every tapped case writes a
+Targets (issue 16): job+jvm tap <= 1.5x job; jvm tap only <= 0.8x parquet write; join job+jvm tap <= 1.15x
+join job. Every tapped case writes a
 new stream (the previous one removed, untimed); logs use the default fsync. What else ran (``_common.Load``) is
 printed: on a shared machine, read the ratios of one run, not absolute times.
 
@@ -73,13 +78,29 @@ def main() -> None:
         shutil.rmtree(log_dir, ignore_errors=True)
         return f"s{next(counter)}"
 
+    from pyspark.sql import functions as F
+
+    users = spark.range(0, 100_000, 1, 2).select(
+        F.col("id").alias("user"), (F.col("id") % 50).alias("region"), (F.col("id") % 3).alias("tier"))
+
+    def joined():
+        return rows().join(users, "user")
+
+    def join_job(df) -> list:  # noqa: ANN001
+        return df.groupBy("region", "word").agg(
+            F.count("*").alias("n"), F.sum("bytes").alias("bytes"),
+            F.approx_count_distinct("user").alias("users")).collect()
+
     expected = sorted(job(rows()))
+    expected_join = sorted(join_job(joined()))
     cases = {
         "job": lambda: job(rows()),
         "job+jvm tap": lambda s: job(jvm_tap(rows(), log_dir, s)),
         "job+jvm tap(col)": lambda s: job(jvm_tap(rows(), log_dir, s, time="epoch")),
         "parquet write": lambda: rows().write.mode("overwrite").parquet(parquet),
         "jvm tap only": lambda s: jvm_tap(rows(), log_dir, s).write.format("noop").mode("overwrite").save(),
+        "join job": lambda: join_job(joined()),
+        "join job+jvm tap": lambda s: join_job(jvm_tap(joined(), log_dir, s)),
     }
     if not args.no_python:
         cases["job+py tap"] = lambda s: job(tap(rows(), log_dir, s))
@@ -99,6 +120,8 @@ def main() -> None:
                 result = samples.run(name, fn)
             if name.startswith("job"):
                 assert sorted(result) == expected, f"{name} changed the job's result"
+            if name.startswith("join job"):
+                assert sorted(result) == expected_join, f"{name} changed the job's result"
         print(f"repetition {rep + 1}/{args.reps}: " + ", ".join(
             f"{n} {samples.best(n):.2f}s" for n in samples.names()), flush=True)
     sizes["parquet"] = dir_size(parquet)
@@ -124,6 +147,7 @@ def main() -> None:
         ("job+jvm tap / job", "job+jvm tap", "job", "<= 1.5"),
         ("job+jvm tap(col) / job", "job+jvm tap(col)", "job", "info"),
         ("jvm tap only / parquet write", "jvm tap only", "parquet write", "<= 0.8"),
+        ("join job+jvm tap / join job", "join job+jvm tap", "join job", "<= 1.15"),
     ]
     if not args.no_python:
         checks += [
@@ -139,6 +163,8 @@ def main() -> None:
     print(headline("job + JVM tap / job", samples.ratio("job+jvm tap", "job", higher_is_better=False), 1.5, load))
     print(headline("JVM tap only / df.write.parquet", samples.ratio("jvm tap only", "parquet write",
                                                                    higher_is_better=False), 0.8, load))
+    print(headline("join job + JVM tap after the join / join job", samples.ratio(
+        "join job+jvm tap", "join job", higher_is_better=False), 1.15, load))
     spark.stop()
     if not args.dir:
         shutil.rmtree(work, ignore_errors=True)
