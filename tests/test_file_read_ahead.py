@@ -220,3 +220,45 @@ def test_opening_a_file_log_warms_the_threads_once(tmp_path, env, threads) -> No
                          check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     want = max(2, os.cpu_count() or 1) if threads and (os.cpu_count() or 1) > 1 else 0
     assert int(out.stdout.strip()) == want, out.stderr
+
+
+def test_many_parts_hold_no_more_than_the_process_budget(tmp_path, monkeypatch) -> None:
+    """A repartitioning replayer reads every part at once: the events decoded ahead across all of them stay
+    within one process-wide budget, and every one is given back when readers finish or are dropped."""
+    import gc
+
+    from replay import Replayer
+
+    monkeypatch.setenv("EVENTLOG_READ_AHEAD", "2")
+    root = str(tmp_path)
+    log = open_log(root, sync="none")
+    parts = 10
+    for p in range(parts):
+        with Capture(log, "s", p, parts, schema=SCHEMA) as cap:
+            for t in range(4):
+                cap.send(t, batch(100 * p + t))
+                cap.advance_to(t + 1)
+    gc.collect()
+    before = readahead._held
+    peak = 0
+    rows = 0
+    real = readahead.ReadAhead.start
+
+    def start(self, *a):  # noqa: ANN001, ANN002
+        nonlocal peak
+        real(self, *a)
+        peak = max(peak, readahead._held)
+
+    monkeypatch.setattr(readahead.ReadAhead, "start", start)
+    with Replayer(open_log(root), "s", 0, 1, mode="repartition", key="id") as r:
+        for ev in r:
+            if isinstance(ev, Messages):
+                rows += ev.records.num_rows
+    assert rows == parts * 4 * ROWS
+    assert 0 < peak - before <= readahead._budget()
+    gc.collect()
+    assert readahead._held == before
+    with open_log(root).reader("s", 3) as reader:  # a reader left after its first events
+        next(iter(reader)), next(iter(reader))
+    gc.collect()
+    assert readahead._held == before

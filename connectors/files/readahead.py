@@ -32,6 +32,31 @@ MIN_BYTES = 16 << 10
 """Events smaller than this are decoded in place (a hand-off to a thread costs tens of microseconds)."""
 LOOK = 8
 """How many index entries past the current event are looked at for events to decode ahead."""
+_held = 0
+"""Events decoded (or being decoded) ahead and not yet taken, in all readers of the process: a replayer with
+many parts open must not hold two decoded batches per part."""
+_held_lock = threading.Lock()
+
+
+def _budget() -> int:
+    """How many events all readers of the process may hold decoded ahead at once."""
+    return 2 * max(2, os.cpu_count() or 1)
+
+
+def _hold() -> bool:
+    global _held
+    with _held_lock:
+        if _held >= _budget():
+            return False
+        _held += 1
+        return True
+
+
+def _give_back(n: int) -> None:
+    global _held
+    if n:
+        with _held_lock:
+            _held -= n
 
 
 def depth() -> int:
@@ -100,12 +125,15 @@ _WARM_STREAM: pa.Buffer | None = None
 
 
 def _forget_pool() -> None:  # a forked child (Spark's Python workers) has none of the parent's threads
-    global _pool, _lock
+    global _pool, _lock, _held, _held_lock
     _pool = None
     _lock = threading.Lock()
+    _held = 0
+    _held_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 _ONE_THREAD = pa.ipc.IpcReadOptions(use_threads=False)
@@ -145,6 +173,7 @@ class ReadAhead:
         item = self._flight.pop(seq, None)
         if item is None:
             return None
+        _give_back(1)
         at, n, fut, dec = item
         fut.add_done_callback(lambda f, d=dec: self._release(f, d))
         return fut if (at, n) == (offset, length) else None
@@ -168,12 +197,21 @@ class ReadAhead:
             self._scanned = s
             if e.kind != ix.KIND_MESSAGES or e.length < MIN_BYTES:
                 continue
-            if len(self._flight) >= self._depth:
+            if len(self._flight) >= self._depth or not _hold():
                 self._scanned = s - 1
                 return
             dec = self._free.pop() if self._free else self._make()
             fut = _executor().submit(decode, dec, mapped, e.offset, e.length, e.crc)
             self._flight[s] = (e.offset, e.length, fut, dec)
+
+
+    def close(self) -> None:
+        """Forget what is decoding ahead (the reader moved off the segment): it is never taken."""
+        flight, self._flight = self._flight, {}
+        _give_back(len(flight))
+
+    def __del__(self) -> None:
+        self.close()
 
 
 __all__ = ["BadChecksum", "MIN_BYTES", "ReadAhead", "decode"]

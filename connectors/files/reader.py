@@ -99,15 +99,21 @@ class _Cursor:
         self.ahead: ReadAhead | None = None
         """The segment's next large events being decoded on other threads (``readahead``)."""
 
+    def drop_ahead(self) -> None:
+        """Forget the events being decoded ahead (they are decoded again, in place, if read)."""
+        if self.ahead is not None:
+            self.ahead.close()
+            self.ahead = None
+
     def reopen(self, *, forget_prefix: bool = False) -> None:
         self.mapped = None
-        self.ahead = None
+        self.drop_ahead()
         self.files.reopen(forget_prefix=forget_prefix)
 
     def close(self) -> None:
         self.mapped = None
         self.decoder = None
-        self.ahead = None
+        self.drop_ahead()
         self.files.close()
 
 
@@ -315,7 +321,7 @@ class FilePartReader(PartReader):
                  "path": f.data_path}
         if cur.mapped is None or cur.mapped.size < place.end:
             cur.mapped = cur.files.data.map()  # (re)map: the segment grew since it was mapped
-            cur.ahead = None  # what was decoded ahead came from the old mapping: decoded again, in place
+            cur.drop_ahead()  # what was decoded ahead came from the old mapping: decoded again, in place
             if cur.mapped.size < place.end:
                 raise f.error("segment shrank while it was read", seq=place.seq, offset=place.offset)
         ahead = None
