@@ -100,6 +100,45 @@ def test_tap_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, t
     assert not os.path.exists(os.path.join(log_dir, ".staging"))
 
 
+def test_jvm_tap_and_jvm_read_on_the_cluster(cluster_spark, spark_cluster, tmp_path):
+    """The JVM tap and reader run in the cluster's executor JVMs (the jar reaches them with their tasks): the
+    tapped job's result is unchanged, the Python replayer reads what the executors wrote, the JVM reader gives
+    the Python reader's rows; an executor JVM SIGKILLed mid-tap leaves each row once (one attempt per part
+    published) and no staging behind."""
+    from connectors.spark.jvm import available, jvm_tap
+    from connectors.spark.jvm.read import read_log
+
+    why = available(cluster_spark)
+    assert why is None, why   # a JDK is part of this project's test machine: the tap must build and load
+    log_dir = str(tmp_path / "log")
+    tapped = jvm_tap(words(cluster_spark, 3000, 6), log_dir, "words", time="t")
+    assert by_time(tapped.collect(), "t", COLS) == expected_words(3000)
+    assert open_log(log_dir).header("words").peers == 6
+    replayed = [{"t": t, **row} for t, table in Replayer(open_log(log_dir), "words").completed()
+                for row in table.to_pylist()]
+    assert by_time(replayed, "t", COLS) == expected_words(3000)
+    jvm_rows = read_log(cluster_spark, f"{log_dir}/words", engine="jvm", workers=3)
+    assert jvm_rows.rdd.getNumPartitions() == 3
+    py_rows = read_log(cluster_spark, f"{log_dir}/words", engine="python", workers=3)
+    assert sorted(map(tuple, jvm_rows.collect())) == sorted(map(tuple, py_rows.collect()))
+
+    marks = str(tmp_path / "marks")
+    os.mkdir(marks)
+    df = words(cluster_spark, 4000, 8)
+    df = df.mapInArrow(slow_marked(marks, 2.0), df.schema)
+    killed: list[str] = []
+    t = kill_when_running(spark_cluster, cluster_spark, marks, 4, killed)
+    collected = by_time(jvm_tap(df, log_dir, "killed", time="t").collect(), "t", COLS)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+    assert collected == expected_words(4000)
+    again = [{"t": t, **row} for t, table in Replayer(open_log(log_dir), "killed").completed()
+             for row in table.to_pylist()]
+    assert by_time(again, "t", COLS) == expected_words(4000)
+    assert not os.path.exists(os.path.join(log_dir, ".staging"))
+
+
 SCHEMA = pa.schema([("n", pa.int64())])
 PEERS, TIMES, PER_TIME = 3, 8, 50
 

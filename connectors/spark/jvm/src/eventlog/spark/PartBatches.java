@@ -125,19 +125,22 @@ final class PartBatches implements Iterator<InternalRow>, AutoCloseable {
             ByteBuffer bodyBytes = b.duplicate().position(at + 8 + metaLen).limit((int) (at + 8 + metaLen + bodyLen))
                 .slice();
             ArrowBuf body = alloc.buffer(Math.max(bodyLen, 1));
+            ArrowRecordBatch batch;
             try {
                 body.setBytes(0, bodyBytes);
                 body.writerIndex(bodyLen);
-                try (ArrowRecordBatch batch = MessageSerializer.deserializeRecordBatch(msg, body)) {
-                    if (batch.getLength() < 1 || batch.getLength() > MAX_EVENT_RECORDS) {
-                        throw new IllegalArgumentException("Messages event of " + batch.getLength() + " records");
-                    }
-                    loader.load(batch);
+                // takes over this reference to body once it returns: the batch's buffers (and, after load, the
+                // vectors holding buffers stored uncompressed) keep body alive, each through a reference of its own
+                batch = MessageSerializer.deserializeRecordBatch(msg, body);
+            } catch (RuntimeException | IOException e) {
+                body.close();
+                throw e;
+            }
+            try (ArrowRecordBatch b2 = batch) {
+                if (b2.getLength() < 1 || b2.getLength() > MAX_EVENT_RECORDS) {
+                    throw new IllegalArgumentException("Messages event of " + b2.getLength() + " records");
                 }
-            } finally {
-                if (body.refCnt() > 0) {  // decompressing a buffer releases the reference it was read under
-                    body.getReferenceManager().release();
-                }
+                loader.load(b2);
             }
             for (FieldVector v : root.getFieldVectors()) {
                 validate(v);

@@ -528,7 +528,12 @@ final class PartCapture {
     /** Remove this attempt's staging folder, then the staging folders above it that are left empty. */
     private void removeStaging() {
         deleteTree(stagingRoot);
-        Path parent = stagingRoot.getParent();
+        removeEmptyAbove(spec, stagingRoot);
+    }
+
+    /** Remove the staging folders above {@code path} that are empty, up to the log's {@code .staging}. */
+    private static void removeEmptyAbove(TapSpec spec, Path path) {
+        Path parent = path.getParent();
         Path top = Paths.get(spec.root, STAGING_DIR);
         while (parent != null && parent.startsWith(top)) {
             try {
@@ -538,6 +543,48 @@ final class PartCapture {
             }
             parent = parent.getParent();
         }
+    }
+
+    /**
+     * Remove the job's staging folder once nothing in it can still be published, as
+     * {@code connectors/spark/staging.py::sweep_job}: every attempt folder left there
+     * ({@code <partition>-<attempt>-<nonce>}: an attempt still running, or one whose executor died before it
+     * discarded its staging) is of a partition published already. Each attempt calls this after it published
+     * (or lost) and removed its own folder, so the last partition to publish removes what dead attempts left;
+     * two attempts finishing together cannot both miss it (each removed its own folder before listing).
+     * Returns true if it removed the folder.
+     */
+    static boolean sweepJob(TapSpec spec) {
+        Path job = Paths.get(spec.root, STAGING_DIR, spec.stream, spec.job);
+        List<String> names = new ArrayList<>();
+        try (Stream<Path> entries = Files.list(job)) {
+            entries.forEach(e -> names.add(e.getFileName().toString()));
+        } catch (IOException e) {  // gone already (removed with the last attempt folder in it), or unreadable
+            return false;
+        }
+        if (names.isEmpty()) {
+            return false;
+        }
+        java.util.TreeSet<Integer> parts = new java.util.TreeSet<>();
+        for (String name : names) {
+            String head = name.split("-", 2)[0];
+            if (head.isEmpty() || head.length() > 9 || !head.chars().allMatch(c -> c >= '0' && c <= '9')) {
+                return false;  // not ours: leave the folder alone
+            }
+            parts.add(Integer.parseInt(head));
+        }
+        try {
+            for (int p : parts) {
+                if (!published(spec, p)) {
+                    return false;  // an attempt of an unpublished partition may still publish it
+                }
+            }
+        } catch (IOException e) {
+            return false;
+        }
+        deleteTree(job);
+        removeEmptyAbove(spec, job);
+        return true;
     }
 
     static void deleteTree(Path root) {

@@ -14,7 +14,8 @@ import org.apache.spark.util.TaskCompletionListener;
  * into the attempt's staging; the attempt that reads its whole partition publishes it (the first one
  * wins); an attempt that fails or is not read to the end discards its staging. A partition whose part is
  * published already (a retried or speculative task, a second action on the tapped DataFrame) passes its
- * rows through and keeps nothing — as {@code capture/tap.py::_TapPartition}.
+ * rows through and keeps nothing — as {@code capture/tap.py::_TapPartition}. The staging folders of attempts
+ * whose executor died are removed by the attempt that publishes the job's last part ({@code sweepJob}).
  */
 public final class PartTap implements Function2<Integer, Iterator<InternalRow>, Iterator<InternalRow>> {
     private static final long serialVersionUID = 1L;
@@ -56,6 +57,7 @@ public final class PartTap implements Function2<Integer, Iterator<InternalRow>, 
                     done = true;
                     try {
                         capture.finish();  // false: another attempt published this partition first
+                        PartCapture.sweepJob(spec);  // what attempts of dead executors left behind
                     } catch (IOException e) {
                         throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
                             + " part " + part + ": " + e, e);
