@@ -9,6 +9,7 @@ refused before anything starts."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -33,12 +34,20 @@ from runtime import (
 from runtime.locations import check_locations, check_mark, write_mark
 from runtime.state import CheckpointStore
 from runtime.statefs import open_state_fs
+from tests._ports import worker_index
 from tests.runtime.pipelines import COUNT_SCHEMA, WORDS, events, expected_counts, read_counts, wordcount_job
 
 pytest_plugins = ["tests._s3"]
 
-OWN_PORT = 17995
-"""The port of the server this module starts and stops itself (the session server stays up for others)."""
+OWN_PORT = 17995 + 300 * worker_index()
+"""The port of the server ``own_s3`` starts (per pytest-xdist worker: two workers never share one)."""
+
+
+def _dead_port() -> int:
+    """A port nothing listens on: one the OS hands out for a moment (ephemeral, where no test server binds)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 # -- S3 helpers ------------------------------------------------------------------------------------------
@@ -506,7 +515,7 @@ def test_run_marks_on_s3(s3_bucket, monkeypatch):
                                                        r"exist here; the object store must be reachable"):
         check_mark(other, 3, "t0k", what="checkpoint store", uri=other, task="a.0")
     # an executor whose S3 settings point nowhere: fails at once, naming the store
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{OWN_PORT}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_dead_port()}")  # not OWN_PORT: own_s3 may run
     with pytest.raises(UnreachableLocationError, match=r"task a\.0 on host .* the store cannot be reached: .*"
                                                        rf"{loc}/_RUN"):
         check_mark(loc, 3, "t0k", what="checkpoint store", uri=loc, task="a.0")
