@@ -9,8 +9,9 @@ Arrow stream decoder is positioned per event, so one decoder never serves two th
 else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead changes
 when work is done, never what is checked or what is reported.
 
-``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader). The
-pool's threads start, warmed by a tiny decode each, when a process opens its first file log (``warm``).
+``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader); all
+readers of a process together hold at most two events per core decoded ahead. The pool's threads start, each
+warmed by decoding a small batch, when a process opens its first file log (``warm``).
 """
 
 from __future__ import annotations
