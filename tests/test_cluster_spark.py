@@ -63,6 +63,23 @@ def kill_when_running(cluster, session, marks: str, tasks: int, killed: list[str
     return t
 
 
+def tap_while_killing(cluster, session, tmp_path, tapper) -> dict:
+    """``tapper(df)`` (a tapped DataFrame) collected while the executor JVM on worker 1 is SIGKILLed: 8 slow
+    partitions of 4,000 rows, the kill once 4 tasks have started. Checks that the kill happened and that Spark
+    ran tasks again; returns the collected rows by time."""
+    marks = str(tmp_path / "marks")
+    os.mkdir(marks)
+    df = words(session, 4000, 8)
+    df = df.mapInArrow(slow_marked(marks, 2.0), df.schema)
+    killed: list[str] = []
+    t = kill_when_running(cluster, session, marks, 4, killed)
+    collected = by_time(tapper(df).collect(), "t", COLS)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+    return collected
+
+
 def test_tap_and_batch_read_on_the_cluster(cluster_spark, tmp_path):
     log_dir = str(tmp_path / "log")
     tapped = tap(words(cluster_spark, 2000, 6), log_dir, "words", time="t")
@@ -83,16 +100,9 @@ def test_tap_and_batch_read_on_the_cluster(cluster_spark, tmp_path):
 def test_tap_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, tmp_path):
     """8 tapped partitions run at once on the two executors; once 4 have started, the executor JVM on worker 1
     is SIGKILLed. Spark runs its tasks again; the log holds each row once, as a failure-free run would."""
-    log_dir, marks = str(tmp_path / "log"), str(tmp_path / "marks")
-    os.mkdir(marks)
-    df = words(cluster_spark, 4000, 8)
-    df = df.mapInArrow(slow_marked(marks, 2.0), df.schema)
-    killed: list[str] = []
-    t = kill_when_running(spark_cluster, cluster_spark, marks, 4, killed)
-    collected = by_time(tap(df, log_dir, "words", time="t").collect(), "t", COLS)
-    t.join(10)
-    assert killed and "killed executor JVM" in killed[0]
-    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+    log_dir = str(tmp_path / "log")
+    collected = tap_while_killing(spark_cluster, cluster_spark, tmp_path,
+                                  lambda df: tap(df, log_dir, "words", time="t"))
     assert collected == expected_words(4000)
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log_dir}/words")
     assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
@@ -122,16 +132,8 @@ def test_jvm_tap_and_jvm_read_on_the_cluster(cluster_spark, spark_cluster, tmp_p
     py_rows = read_log(cluster_spark, f"{log_dir}/words", engine="python", workers=3)
     assert sorted(map(tuple, jvm_rows.collect())) == sorted(map(tuple, py_rows.collect()))
 
-    marks = str(tmp_path / "marks")
-    os.mkdir(marks)
-    df = words(cluster_spark, 4000, 8)
-    df = df.mapInArrow(slow_marked(marks, 2.0), df.schema)
-    killed: list[str] = []
-    t = kill_when_running(spark_cluster, cluster_spark, marks, 4, killed)
-    collected = by_time(jvm_tap(df, log_dir, "killed", time="t").collect(), "t", COLS)
-    t.join(10)
-    assert killed and "killed executor JVM" in killed[0]
-    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+    collected = tap_while_killing(spark_cluster, cluster_spark, tmp_path,
+                                  lambda df: jvm_tap(df, log_dir, "killed", time="t"))
     assert collected == expected_words(4000)
     again = [{"t": t, **row} for t, table in Replayer(open_log(log_dir), "killed").completed()
              for row in table.to_pylist()]

@@ -36,7 +36,9 @@ LOOK = 8
 _held = 0
 """Events decoded (or being decoded) ahead and not yet taken, in all readers of the process: a replayer with
 many parts open must not hold two decoded batches per part."""
-_held_lock = threading.Lock()
+_lock = threading.RLock()
+"""Guards ``_held`` and the creation of ``_pool``; re-entrant, as ``ReadAhead.__del__`` gives back what it held
+and may run from a garbage collection inside a section that holds it."""
 
 
 def _budget() -> int:
@@ -46,7 +48,7 @@ def _budget() -> int:
 
 def _hold() -> bool:
     global _held
-    with _held_lock:
+    with _lock:
         if _held >= _budget():
             return False
         _held += 1
@@ -56,7 +58,7 @@ def _hold() -> bool:
 def _give_back(n: int) -> None:
     global _held
     if n:
-        with _held_lock:
+        with _lock:
             _held -= n
 
 
@@ -76,7 +78,6 @@ class BadChecksum(Exception):
     """An event decoded ahead fails its index entry's checksum (the reader reports it as it would in place)."""
 
 
-_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -94,7 +95,7 @@ def _warm_thread() -> None:
 
 
 def warm() -> None:
-    """Start the pool's threads and let each decode a tiny event, so that the first replay of a process does
+    """Start the pool's threads and let each decode a small batch, so that the first replay of a process does
     not pay for it (``open_log`` calls this once, after ``eventlog.preload``; a no-op when decoding ahead is
     off or was warmed already)."""
     global _WARM_STREAM
@@ -108,14 +109,14 @@ def warm() -> None:
             w.write_batch(batch)
         _WARM_STREAM = sink.getvalue()
     ex = _executor()
-    n = ex._max_workers
-    meet = threading.Barrier(n)
+    threads = ex._max_workers
+    meet = threading.Barrier(threads)
 
     def one() -> None:
         _warm_thread()
         meet.wait(timeout=1)  # each thread takes one: none returns before all have started
 
-    for f in [ex.submit(one) for _ in range(n)]:
+    for f in [ex.submit(one) for _ in range(threads)]:
         try:
             f.result()
         except threading.BrokenBarrierError:  # fewer threads were started: they start warm enough later
@@ -126,11 +127,10 @@ _WARM_STREAM: pa.Buffer | None = None
 
 
 def _forget_pool() -> None:  # a forked child (Spark's Python workers) has none of the parent's threads
-    global _pool, _lock, _held, _held_lock
+    global _pool, _lock, _held
     _pool = None
-    _lock = threading.Lock()
+    _lock = threading.RLock()
     _held = 0
-    _held_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -166,8 +166,6 @@ class ReadAhead:
         self._depth = depth
         self._free: list[SegmentDecoder] = []
         self._flight: dict[int, tuple[int, int, Future, SegmentDecoder]] = {}
-        self._scanned = 0
-        """The highest seq looked at so far (entries are looked at once)."""
 
     def take(self, seq: int, offset: int, length: int) -> "Future | None":
         """The decoding of event ``seq`` at ``offset`` started ahead, if one was (and placed it there)."""
@@ -186,25 +184,18 @@ class ReadAhead:
     def start(self, files, mapped: pa.Buffer, seq: int, end: int) -> None:  # noqa: ANN001
         """Start decoding the large Messages events that follow event ``seq - 1`` (which ends at ``end``),
         as far as their index entries are whole and their bytes are mapped."""
-        first = max(seq, self._scanned + 1)
-        last = seq + LOOK
-        for s in range(seq, last):
+        for s in range(seq, seq + LOOK):
             e = files.entry(s)
             if not isinstance(e, ix.IndexEntry) or e.seq != s or e.offset != end or e.offset + e.length > mapped.size:
                 return
             end = e.offset + e.length
-            if s < first:
-                continue
-            self._scanned = s
-            if e.kind != ix.KIND_MESSAGES or e.length < MIN_BYTES:
+            if s in self._flight or e.kind != ix.KIND_MESSAGES or e.length < MIN_BYTES:
                 continue
             if len(self._flight) >= self._depth or not _hold():
-                self._scanned = s - 1
                 return
             dec = self._free.pop() if self._free else self._make()
             fut = _executor().submit(decode, dec, mapped, e.offset, e.length, e.crc)
             self._flight[s] = (e.offset, e.length, fut, dec)
-
 
     def close(self) -> None:
         """Forget what is decoding ahead (the reader moved off the segment): it is never taken."""

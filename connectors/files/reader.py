@@ -362,5 +362,6 @@ class FilePartReader(PartReader):
 
     def _ahead_decoder(self, cur: _Cursor):  # noqa: ANN202
         """What builds the decoders of events decoded ahead in ``cur``'s segment (one per event in flight)."""
-        prefix = cur.mapped.slice(0, cur.files.prefix_len or 0) if cur.mapped is not None else b""
+        assert cur.mapped is not None  # mapped before any event of the segment is decoded
+        prefix = cur.mapped.slice(0, cur.files.prefix_len or 0)
         return lambda: readahead.single_threaded(self._codec.segment_decoder(prefix, part=self.part))

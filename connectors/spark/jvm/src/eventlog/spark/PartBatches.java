@@ -136,11 +136,11 @@ final class PartBatches implements Iterator<InternalRow>, AutoCloseable {
                 body.close();
                 throw e;
             }
-            try (ArrowRecordBatch b2 = batch) {
-                if (b2.getLength() < 1 || b2.getLength() > MAX_EVENT_RECORDS) {
-                    throw new IllegalArgumentException("Messages event of " + b2.getLength() + " records");
+            try (batch) {
+                if (batch.getLength() < 1 || batch.getLength() > MAX_EVENT_RECORDS) {
+                    throw new IllegalArgumentException("Messages event of " + batch.getLength() + " records");
                 }
-                loader.load(b2);
+                loader.load(batch);
             }
             for (FieldVector v : root.getFieldVectors()) {
                 validate(v);

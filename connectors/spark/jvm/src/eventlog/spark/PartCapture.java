@@ -18,6 +18,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeSet;
 import java.util.stream.Stream;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.BigIntVector;
@@ -565,7 +566,7 @@ final class PartCapture {
         if (names.isEmpty()) {
             return false;
         }
-        java.util.TreeSet<Integer> parts = new java.util.TreeSet<>();
+        TreeSet<Integer> parts = new TreeSet<>();
         for (String name : names) {
             String head = name.split("-", 2)[0];
             if (head.isEmpty() || head.length() > 9 || !head.chars().allMatch(c -> c >= '0' && c <= '9')) {
