@@ -156,6 +156,60 @@ def test_every_column_type(spark, jvm, log_dir):
     assert sum(sum(c.values()) for c in got.values()) == 200
 
 
+FLAT = {  # every column type the tap's own row writer writes, each with nulls at its own rows
+    "b": "if(id % 11 = 0, null, cast(id % 100 - 50 as tinyint))",
+    "s": "if(id % 13 = 1, null, cast(id % 30000 - 15000 as smallint))",
+    "i": "if(id % 17 = 2, null, cast(id * 7919 as int))", "l": "if(id % 19 = 3, null, id * -104729)",
+    "f": "if(id % 23 = 4, null, if(id % 29 = 0, float('NaN'), cast(id / 3 as float)))",
+    "d": "if(id % 31 = 5, null, if(id % 37 = 0, double('-Infinity'), id / 7))",
+    "bool": "if(id % 41 = 6, null, id % 3 = 0)",
+    "date": "if(id % 43 = 7, null, date_add(date'1960-01-01', cast(id as int)))",
+    "ts": "if(id % 47 = 8, null, timestamp_micros(id * 1000003 - 50000000))",
+    "ntz": "if(id % 53 = 9, null, cast(timestamp_seconds(id) as timestamp_ntz))",
+    "str": "if(id % 59 = 10, null, if(id % 61 = 0, '', repeat(concat('é', cast(id as string)), cast(id % 9 as int))))",
+    "long_str": "if(id % 67 = 11, null, repeat('z', cast(id % 5000 as int)))",
+    "bin": "if(id % 71 = 12, null, cast(repeat(cast(id as string), cast(id % 4 as int)) as binary))",
+}
+
+
+def test_flat_columns_with_nulls_over_many_rows(spark, jvm, log_dir):
+    """The tap writes flat columns itself (not through Spark's ArrowWriter): nulls in every type, values
+    that outgrow each vector's first allocation (20,000 rows in one partition, strings of up to 5,000
+    bytes) and buffers reused event after event give the Python tap's records."""
+    df = spark.range(0, 20000, 1, 1).selectExpr("id", "id % 3 as t", *[f"{e} as {n}" for n, e in FLAT.items()])
+    jvm_tap(df, log_dir, "jvm", time="t").count()
+    tap(df, log_dir, "py", time="t").count()
+    verify(log_dir)
+    got = captured(log_dir, "jvm")
+    assert got == captured(log_dir, "py")
+    assert sum(sum(c.values()) for c in got.values()) == 20000
+    nulls = Counter(k for c in got.values() for row in c for k, v in dict(row).items() if v is None)
+    assert set(nulls) == set(FLAT)  # every column has nulls
+    assert open_log(log_dir).part_stats("jvm", 0).next_seq > 4  # several events a time: buffers reused
+
+
+def test_rows_that_are_not_unsafe_rows(spark, jvm, log_dir):
+    """Spark's plans hand the tap UnsafeRows, whose string and binary values the tap copies from where the
+    row keeps them; any other InternalRow is read through its getters. The tap's task function run on the
+    driver over GenericInternalRows (the plan's rows through a SafeProjection) captures what the Python tap
+    captures."""
+    df = spark.range(0, 1500, 1, 1).selectExpr("id", "id % 3 as t", *[f"{e} as {n}" for n, e in FLAT.items()])
+    jtap, _, spec = jvm_mod._plan_tap(df, log_dir, "jvm", time="t", time_type=None, encoding="arrow",
+                                      replace=False)
+    j = spark.sparkContext._jvm
+    qe = df._jdf.queryExecution()
+    to_safe = j.org.apache.spark.sql.catalyst.expressions.SafeProjection.create(qe.analyzed().schema())
+    rows = j.java.util.ArrayList()
+    for row in qe.executedPlan().executeCollect():
+        rows.add(to_safe.apply(row).copy())
+    assert rows.get(0).getClass().getSimpleName() == "GenericInternalRow"
+    out = j.eventlog.spark.PartTap(spec).call(0, rows.iterator())
+    assert j.scala.jdk.javaapi.CollectionConverters.asScala(out).size() == 1500
+    tap(df, log_dir, "py", time="t").count()
+    verify(log_dir)
+    assert captured(log_dir, "jvm") == captured(log_dir, "py")
+
+
 def test_many_events_and_segments(spark, jvm, log_dir, monkeypatch):
     """Small events and segments: many Messages per time, rotation seals each segment with its footer."""
     monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 7)
@@ -479,3 +533,18 @@ def test_tap_engine_auto_falls_back_saying_why_once_and_jvm_refuses(spark, jvm, 
         tap(src, f"{log_dir}/refused", "c", encoding="avro", engine="jvm")
     with pytest.raises(ValueError, match="engine must be"):
         tap(src, f"{log_dir}/bad", "d", engine="scala")
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 34, 35, 4096, 16383, 16384, 16385, 65536, 100_000, 1 << 20])
+@pytest.mark.parametrize("value", [0, 7, -1, 2**63 - 1, 123456789012])
+def test_constant_frames_are_the_python_writers(spark, jvm, count, value):
+    """The tap writes ``_time`` and ``_seq`` as frames built directly: byte for byte the Python writer's
+    (``zstd_frame.constant_int64_frame``), and zstd decodes them to ``count`` copies of the value (block
+    boundaries at 16,384 values, a last block full or not)."""
+    import zstandard
+
+    from eventlog.encoding.zstd_frame import constant_int64_frame
+
+    frame = bytes(spark.sparkContext._jvm.eventlog.spark.ConstantFrame.int64(value, count))
+    assert frame == constant_int64_frame(value, count)
+    assert zstandard.ZstdDecompressor().decompress(frame) == value.to_bytes(8, "little", signed=True) * count

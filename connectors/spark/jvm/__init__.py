@@ -256,6 +256,19 @@ def jvm_tap(
     tap (a streaming DataFrame, an existing stream, a bad time) otherwise."""
     from pyspark.sql import DataFrame
 
+    planned = _plan_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace)
+    if planned is None:  # no partition, no task: the stream is one empty, finished part
+        return df
+    jtap, rdd, tap_spec = planned
+    spark = df.sparkSession
+    jds = jtap.tap(spark._jsparkSession, rdd, df._jdf.queryExecution().analyzed().schema(), tap_spec)
+    return DataFrame(jds, spark)
+
+
+def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
+              time_type: str | None, encoding: str, replace: bool) -> "tuple[object, object, object] | None":
+    """Check that the JVM tap can capture ``df``, create the stream, and return the JVM tap class, the plan's
+    RDD and the ``TapSpec`` its tasks run with (None: the RDD has no partition, the stream is finished)."""
     from connectors.files.log import DEFAULT_SEGMENT_BYTES
     from connectors.spark.schema import canonical_arrow_schema
     from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
@@ -307,7 +320,7 @@ def jvm_tap(
         from capture.capture import Capture
 
         Capture(log, stream, 0, 1).close()
-        return df
+        return None
     staged = dataclasses.replace(created, peers=1, created="").to_json()
     literal = "" if spec.literal is None else ",".join(
         str(c) for c in (spec.literal if isinstance(spec.literal, tuple) else (spec.literal,)))
@@ -316,8 +329,7 @@ def jvm_tap(
     tap_spec = jvm.eventlog.spark.TapSpec(
         target.local_root, stream, uuid.uuid4().hex, peers, bytearray(segment_schema), bytearray(staged),
         column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
-    jds = jtap.tap(spark._jsparkSession, rdd, qe.analyzed().schema(), tap_spec)
-    return DataFrame(jds, spark)
+    return jtap, rdd, tap_spec
 
 
 def available(spark: "SparkSession") -> "str | None":

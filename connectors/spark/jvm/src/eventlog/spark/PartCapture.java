@@ -30,7 +30,6 @@ import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
-import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.util.ArrowUtils;
 
 /**
@@ -59,8 +58,8 @@ final class PartCapture {
     private final BufferAllocator alloc;
     private final List<Field> segmentFields;
     private final Schema recordSchema;
-    private final FieldVector timeVector;
-    private final BigIntVector seqVector;
+    /** The {@code _time} column of product times (int64 times, like {@code _seq}, are constant frames). */
+    private final ListVector timeVector;
     private final PartFiles files;
     private final EventEncoder encoder = new EventEncoder();
     private final int timeWidth;
@@ -79,7 +78,7 @@ final class PartCapture {
     /** The records buffered for one time. */
     private final class Buffer {
         final VectorSchemaRoot root;
-        final ArrowWriter writer;
+        final RowWriter writer;
         long[] time;
         String json;
         int rows;
@@ -87,7 +86,7 @@ final class PartCapture {
         Buffer() {
             root = VectorSchemaRoot.create(recordSchema, alloc);
             all.add(root);
-            writer = ArrowWriter.create(root);
+            writer = new RowWriter(root);
         }
 
         void at(long[] t) {
@@ -120,8 +119,7 @@ final class PartCapture {
         this.alloc = ArrowUtils.rootAllocator().newChildAllocator("eventlog-tap-" + partition, 0, Long.MAX_VALUE);
         boolean ok = false;
         try {
-            this.timeVector = segmentFields.get(n - 2).createVector(alloc);
-            this.seqVector = (BigIntVector) segmentFields.get(n - 1).createVector(alloc);
+            this.timeVector = spec.arity == 0 ? null : (ListVector) segmentFields.get(n - 2).createVector(alloc);
             this.files = new PartFiles(stagedPart, schemaMessage, spec.segmentBytes, spec.fsync);
             if (spec.timeColumn >= 0) {
                 Field f = segmentFields.get(spec.timeColumn);
@@ -333,17 +331,9 @@ final class PartCapture {
         last = null;
     }
 
+    /** {@link #timeVector}: {@code n} copies of the product time {@code t}. */
     private void fillTime(long[] t, int n) {
-        if (spec.arity == 0) {
-            BigIntVector v = (BigIntVector) timeVector;
-            v.reset();
-            for (int i = 0; i < n; i++) {
-                v.setSafe(i, t[0]);
-            }
-            v.setValueCount(n);
-            return;
-        }
-        ListVector v = (ListVector) timeVector;
+        ListVector v = timeVector;
         v.reset();
         BigIntVector items = (BigIntVector) v.getDataVector();
         int k = t.length;
@@ -396,17 +386,18 @@ final class PartCapture {
     /** One Messages event of {@code records} (n rows) at {@code b}'s time; nothing is written when it fails. */
     private void writeMessages(Buffer b, List<FieldVector> records, int n) throws IOException {
         long seq = files.nextSeq();
-        fillTime(b.time, n);
-        seqVector.reset();
-        for (int i = 0; i < n; i++) {
-            seqVector.setSafe(i, seq);
-        }
-        seqVector.setValueCount(n);
         List<FieldVector> vectors = new ArrayList<>(records);
-        vectors.add(timeVector);
-        vectors.add(seqVector);
-        VectorSchemaRoot event = new VectorSchemaRoot(segmentFields, vectors, n);
-        encoder.encode(event, true, new String[] {
+        long[] constants;  // _seq, and an int64 _time: one value each, written as frames built directly
+        if (timeVector == null) {
+            constants = new long[] {b.time[0], seq};
+        } else {
+            fillTime(b.time, n);
+            vectors.add(timeVector);
+            constants = new long[] {seq};
+        }
+        VectorSchemaRoot event = new VectorSchemaRoot(
+            segmentFields.subList(0, segmentFields.size() - constants.length), vectors, n);
+        encoder.encode(event, true, alloc, constants, new String[] {
             "eventlog.seq", Long.toString(seq), "eventlog.kind", "messages", "eventlog.time", b.json,
             "eventlog.ts", Long.toString(System.currentTimeMillis())});
         files.append(encoder.out.buf, encoder.out.len, PartFiles.KIND_MESSAGES);
@@ -470,9 +461,6 @@ final class PartCapture {
         all.clear();
         if (timeVector != null) {
             timeVector.close();
-        }
-        if (seqVector != null) {
-            seqVector.close();
         }
         try {
             alloc.close();
