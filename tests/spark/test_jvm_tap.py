@@ -203,8 +203,8 @@ def test_rows_that_are_not_unsafe_rows(spark, jvm, log_dir):
     for row in qe.executedPlan().executeCollect():
         rows.add(to_safe.apply(row).copy())
     assert rows.get(0).getClass().getSimpleName() == "GenericInternalRow"
-    out = j.eventlog.spark.PartTap(spec).call(0, rows.iterator())
-    assert j.scala.jdk.javaapi.CollectionConverters.asScala(out).size() == 1500
+    scala_rows = j.scala.jdk.javaapi.CollectionConverters.asScala(rows.iterator())
+    assert j.eventlog.spark.PartTap(spec).apply(0, scala_rows).size() == 1500
     tap(df, log_dir, "py", time="t").count()
     verify(log_dir)
     assert captured(log_dir, "jvm") == captured(log_dir, "py")

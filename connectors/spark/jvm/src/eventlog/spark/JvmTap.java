@@ -5,7 +5,6 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
-import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -62,8 +61,8 @@ public final class JvmTap {
 
     /** {@code rdd}'s rows as a DataFrame of {@code schema}, each partition captured when a job computes it. */
     public static Dataset<Row> tap(SparkSession session, RDD<InternalRow> rdd, StructType schema, TapSpec spec) {
-        JavaRDD<InternalRow> rows = JavaRDD.fromRDD(rdd, ClassTag$.MODULE$.apply(InternalRow.class));
-        RDD<InternalRow> tapped = rows.mapPartitionsWithIndex(new PartTap(spec), true).rdd();
+        RDD<InternalRow> tapped = rdd.mapPartitionsWithIndex(new PartTap(spec), true,
+            ClassTag$.MODULE$.apply(InternalRow.class));
         return session.internalCreateDataFrame(tapped, schema, false);
     }
 }

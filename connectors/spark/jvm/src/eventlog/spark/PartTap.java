@@ -1,13 +1,15 @@
 package eventlog.spark;
 
 import java.io.IOException;
+import java.io.Serializable;
 import java.io.UncheckedIOException;
-import java.util.Iterator;
 import java.util.NoSuchElementException;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.util.TaskCompletionListener;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.runtime.AbstractFunction2;
 
 /**
  * The function each partition of a JVM-tapped RDD runs: the rows pass through unchanged and are captured
@@ -16,8 +18,10 @@ import org.apache.spark.util.TaskCompletionListener;
  * published already (a retried or speculative task, a second action on the tapped DataFrame) passes its
  * rows through and keeps nothing — as {@code capture/tap.py::_TapPartition}. The staging folders of attempts
  * whose executor died are removed by the attempt that publishes the job's last part ({@code sweepJob}).
+ * A Scala function over Scala iterators: the rows pass through no Java/Scala iterator wrappers.
  */
-public final class PartTap implements Function2<Integer, Iterator<InternalRow>, Iterator<InternalRow>> {
+public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRow>, Iterator<InternalRow>>
+        implements Serializable {
     private static final long serialVersionUID = 1L;
     private final TapSpec spec;
 
@@ -26,17 +30,23 @@ public final class PartTap implements Function2<Integer, Iterator<InternalRow>, 
     }
 
     @Override
-    public Iterator<InternalRow> call(Integer partition, Iterator<InternalRow> rows) throws IOException {
-        int part = partition;
+    public Iterator<InternalRow> apply(Object partition, Iterator<InternalRow> rows) {
+        int part = (Integer) partition;
         if (part >= spec.peers) {
             throw new IllegalStateException("the tapped DataFrame has more partitions than the " + spec.peers
                 + " the tap was created with (stream " + spec.stream + ", part " + part + ")");
         }
-        if (PartCapture.published(spec, part)) {
-            return rows;
-        }
         TaskContext ctx = TaskContext.get();
-        PartCapture capture = new PartCapture(spec, part, ctx == null ? 0 : ctx.attemptNumber());
+        PartCapture capture;
+        try {
+            if (PartCapture.published(spec, part)) {
+                return rows;
+            }
+            capture = new PartCapture(spec, part, ctx == null ? 0 : ctx.attemptNumber());
+        } catch (IOException e) {
+            throw new UncheckedIOException("eventlog JVM tap could not stage stream " + spec.stream + " part " + part
+                + ": " + e, e);
+        }
         if (ctx != null) {
             ctx.addTaskCompletionListener(new TaskCompletionListener() {
                 @Override
@@ -45,7 +55,7 @@ public final class PartTap implements Function2<Integer, Iterator<InternalRow>, 
                 }
             });
         }
-        return new Iterator<InternalRow>() {
+        return new AbstractIterator<InternalRow>() {
             private boolean done;
 
             @Override

@@ -43,6 +43,8 @@ final class RowWriter {
     private static final int STRING = 7;
     private static final int BINARY = 8;
     private static final int OTHER = 9;
+    /** Values of at most this many bytes are copied byte by byte. */
+    private static final int SMALL = 16;
 
     private final VectorSchemaRoot root;
     private final FieldVector[] vectors;
@@ -208,16 +210,16 @@ final class RowWriter {
         long from = 0;
         int len = 0;
         if (row != null) {
-            if (kinds[i] == STRING) {  // a view of the row's bytes, for an UnsafeRow
-                UTF8String s = row.getUTF8String(i);
-                base = s.getBaseObject();
-                from = s.getBaseOffset();
-                len = s.numBytes();
-            } else if (unsafe != null) {  // the bytes where the row keeps them, not copied into a byte[]
+            if (unsafe != null) {  // the bytes where the row keeps them: no object made, nothing copied twice
                 long offsetAndSize = unsafe.getLong(i);
                 base = unsafe.getBaseObject();
                 from = unsafe.getBaseOffset() + (int) (offsetAndSize >> 32);
                 len = (int) offsetAndSize;
+            } else if (kinds[i] == STRING) {
+                UTF8String s = row.getUTF8String(i);
+                base = s.getBaseObject();
+                from = s.getBaseOffset();
+                len = s.numBytes();
             } else {
                 byte[] b = row.getBinary(i);
                 base = b;
@@ -235,8 +237,13 @@ final class RowWriter {
             values[i] = v.getDataBufferAddress();
             dataCapacity[i] = v.getDataBuffer().capacity();
         }
-        if (len > 0) {
-            Platform.copyMemory(base, from, null, values[i] + start, len);
+        long to = values[i] + start;
+        if (len <= SMALL) {  // a short value: a call into Unsafe.copyMemory costs more than the bytes
+            for (int k = 0; k < len; k++) {
+                MemoryUtil.putByte(to + k, Platform.getByte(base, from + k));
+            }
+        } else {
+            Platform.copyMemory(base, from, null, to, len);
         }
         dataEnd[i] = (int) end;
         MemoryUtil.putInt(offsets[i] + 4L * (r + 1), (int) end);
