@@ -69,9 +69,7 @@ def tap(
     (``mapInArrow``); ``"jvm"`` inside Spark's JVM (``connectors.spark.jvm``: local file logs, Arrow; raises
     ``JvmTapUnavailable`` saying why where it cannot run); ``"auto"`` tries the JVM tap and falls back to the
     Python one, saying why once per process."""
-    engine = engine or os.environ.get(ENGINE_ENV) or "python"
-    if engine not in ("python", "jvm", "auto"):
-        raise ValueError(f"engine must be 'python', 'jvm' or 'auto', not {engine!r}")
+    engine = _engine(engine)
     if engine != "python":
         from connectors.spark.jvm import JvmTapUnavailable, jvm_tap
 
@@ -210,28 +208,57 @@ def tap_batches(
     time: str | None = None,
     peers: int | None = None,
     encoding: str = "arrow",
+    engine: str | None = None,
 ) -> "Callable[[DataFrame, int], None]":
     """A ``foreachBatch`` function that appends each micro-batch to ``stream`` (time = batch id, or the
     integer column ``time``), exactly once per batch id, then calls ``then(batch_df, batch_id)``.
-    ``batch_df`` is computed twice unless ``then`` is None or you persist it."""
+    ``batch_df`` is computed twice unless ``then`` is None or you persist it. ``engine`` as for ``tap``:
+    ``"jvm"`` stages each partition inside Spark's JVM (``connectors.spark.jvm.append_batch``), ``"auto"``
+    falls back to the Python writer where it cannot, saying why once."""
     from connectors.spark.uri import parse_stream_uri
 
     target = parse_stream_uri(os.fspath(log_uri), stream)
+    engine = _engine(engine)
 
     def run(batch_df: "DataFrame", batch_id: int) -> None:
         from connectors.spark import register
 
         register(batch_df.sparkSession)
-        writer = batch_df.write.format("eventlog").option("batchId", batch_id).option("encoding", encoding)
-        if time is not None:
-            writer = writer.option("time", time)
-        if peers is not None:
-            writer = writer.option("peers", peers)
-        writer.mode("append").save(target.uri)
+        if not _append_in_jvm(engine, batch_df, log_uri, stream, batch_id, time, peers, encoding):
+            writer = batch_df.write.format("eventlog").option("batchId", batch_id).option("encoding", encoding)
+            if time is not None:
+                writer = writer.option("time", time)
+            if peers is not None:
+                writer = writer.option("peers", peers)
+            writer.mode("append").save(target.uri)
         if then is not None:
             then(batch_df, batch_id)
 
     return run
+
+
+def _engine(engine: str | None) -> str:
+    engine = engine or os.environ.get(ENGINE_ENV) or "python"
+    if engine not in ("python", "jvm", "auto"):
+        raise ValueError(f"engine must be 'python', 'jvm' or 'auto', not {engine!r}")
+    return engine
+
+
+def _append_in_jvm(engine: str, batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str,
+                   batch_id: int, time: str | None, peers: int | None, encoding: str) -> bool:
+    """Append the micro-batch with the JVM tap where ``engine`` asks for it; False: the Python writer must."""
+    if engine == "python":
+        return False
+    from connectors.spark.jvm import JvmTapUnavailable, append_batch
+
+    try:
+        append_batch(batch_df, log_uri, stream, batch_id, time=time, peers=peers, encoding=encoding)
+        return True
+    except JvmTapUnavailable as e:
+        if engine == "jvm":
+            raise
+        _say_once(f"eventlog: the JVM tap cannot run here ({e.reason}); capturing in Python workers")
+        return False
 
 
 __all__ = ["tap", "tap_batches"]

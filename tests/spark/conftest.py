@@ -41,6 +41,18 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def jvm(spark):
+    """The session with the JVM tap and reader built and loaded (skips only when there is no JDK)."""
+    from connectors.spark import jvm as jvm_mod
+
+    try:
+        jvm_mod.find_javac()
+    except jvm_mod.JvmTapUnavailable as e:
+        pytest.skip(f"no JDK on this machine, the JVM tap and reader cannot be built: {e.reason}")
+    return jvm_mod.prepare(spark)
+
+
 @pytest.fixture
 def log_dir(tmp_path) -> str:
     """A fresh file log directory."""

@@ -19,23 +19,13 @@ import pyarrow as pa
 import pytest
 
 from capture import Capture
-from connectors.spark import jvm as jvm_mod
-from connectors.spark.jvm import JvmTapUnavailable, jvm_tap
+from connectors.spark.jvm import jvm_tap
 from connectors.spark.jvm import read as read_mod
 from connectors.spark.jvm.read import JvmReadUnavailable, read_log
 from eventlog import open_log
 from eventlog.errors import CorruptLogError
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def jvm(spark):
-    try:
-        jvm_mod.find_javac()
-    except JvmTapUnavailable as e:
-        pytest.skip(f"no JDK on this machine, the JVM reader cannot be built: {e.reason}")
-    return jvm_mod.prepare(spark)
 
 
 def _hashable(v):

@@ -35,16 +35,6 @@ pytestmark = pytest.mark.spark
 COLS = ["id", "word", "t"]
 
 
-@pytest.fixture(scope="module")
-def jvm(spark):
-    """The session with the JVM tap built and loaded (skips only when there is no JDK)."""
-    try:
-        jvm_mod.find_javac()
-    except JvmTapUnavailable as e:
-        pytest.skip(f"no JDK on this machine, the JVM tap cannot be built: {e.reason}")
-    return jvm_mod.prepare(spark)
-
-
 def words(spark, n: int, partitions: int):
     return spark.range(0, n, 1, partitions).selectExpr(
         "id", "concat('w', cast(id % 7 as string)) as word", "id % 4 as t")

@@ -26,7 +26,20 @@ py4j finds the classes. A session whose driver class loader cannot take URLs rai
 :class:`JvmTapUnavailable`: start it with ``spark.jars=<jar_path()>`` then. ``python -m connectors.spark.jvm``
 builds the jar ahead of use.
 
-Tested with pyspark 4.3.0 in local mode (``tests/spark/test_jvm_tap.py``); not yet on a standalone cluster.
+**Structured Streaming.** ``append_batch(batch_df, log_uri, stream, batch_id)`` (what
+``tap_batches(…, engine="jvm")`` runs in ``foreachBatch``) appends a micro-batch with the semantics of the Python
+writer's ``option("batchId", …)``: each task stages its partition in the JVM (``PartStage``), and the driver
+appends the staged parts of the attempts Spark kept (``connectors/spark/write.py::append_micro_batch``: one
+Messages event per part and time, then the Progress that moves the frontier past the batch; a re-executed batch
+is written once).
+
+**Rows into Arrow.** Flat columns (booleans, integers, floats, dates, timestamps, strings, binaries) are written
+by the tap's own ``RowWriter`` straight into the vectors' memory; decimals and nested types by Spark's
+``ArrowWriter`` field writers. ``_time`` (int64 times) and ``_seq`` hold one value per event and are written as
+zstd frames built directly (``ConstantFrame``), byte for byte the Python writer's.
+
+Tested with pyspark 4.3.0 in local mode (``tests/spark/test_jvm_tap.py``, ``test_jvm_batches.py``) and on a
+standalone cluster (``tests/test_cluster_spark.py``).
 """
 
 from __future__ import annotations
@@ -265,22 +278,30 @@ def jvm_tap(
     return DataFrame(jds, spark)
 
 
-def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
-              time_type: str | None, encoding: str, replace: bool) -> "tuple[object, object, object] | None":
-    """Check that the JVM tap can capture ``df``, create the stream, and return the JVM tap class, the plan's
-    RDD and the ``TapSpec`` its tasks run with (None: the RDD has no partition, the stream is finished)."""
-    from connectors.files.log import DEFAULT_SEGMENT_BYTES
+@dataclasses.dataclass(frozen=True)
+class _Checked:
+    """What the JVM tap checked it can write, and where."""
+
+    target: "object"
+    log: "object"
+    schema: "object"
+    time: "object"
+    header: "object"
+    segment_schema: bytes
+    jtap: "object"
+
+
+def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
+           time_type: str | None, encoding: str) -> _Checked:
+    """Check that the JVM tap can capture ``df`` into ``stream`` (JvmTapUnavailable, saying why, if not),
+    loading the tap's classes into the session."""
     from connectors.spark.schema import canonical_arrow_schema
-    from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
     from connectors.spark.times import TimeSpec
     from connectors.spark.uri import parse_stream_uri
     from eventlog.encoding.arrow_file import ArrowFileCodec
     from eventlog.header import StreamHeader
     from eventlog.log import open_log
 
-    if df.isStreaming:
-        raise TypeError("tap() takes batch DataFrames; capture a streaming DataFrame with "
-                        "writeStream.format('eventlog') or foreachBatch(tap_batches(...))")
     if encoding != "arrow":
         raise JvmTapUnavailable(f"the JVM tap writes the arrow encoding, not {encoding!r}", stream=stream)
     jdf = getattr(df, "_jdf", None)
@@ -300,36 +321,89 @@ def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *
     header = dataclasses.replace(StreamHeader(stream, 1, schema, spec.time_type, encoding), version=version)
     codec = ArrowFileCodec(header)  # SchemaMismatchError for a _time/_seq column, as the Python tap's create
     segment_schema = codec.schema.serialize().to_pybytes()
-    spark = df.sparkSession
-    jtap = prepare(spark)
+    jtap = prepare(df.sparkSession)
     why = jtap.unsupported(bytearray(segment_schema), jdf.schema())
     if why is not None:
         raise JvmTapUnavailable(f"the JVM tap cannot capture this DataFrame: {why}", stream=stream)
+    return _Checked(target, log, schema, spec, header, segment_schema, jtap)
 
+
+def _tap_spec(df: "DataFrame", c: _Checked, job: str, peers: int, staged_header: str) -> object:
+    """The ``TapSpec`` the tasks capturing ``df`` as ``c`` says run with."""
+    from connectors.files.log import DEFAULT_SEGMENT_BYTES
+
+    spec = c.time
+    literal = "" if spec.literal is None else ",".join(
+        str(x) for x in (spec.literal if isinstance(spec.literal, tuple) else (spec.literal,)))
+    column = -1 if spec.column is None else c.schema.get_field_index(spec.column)
+    return df.sparkSession.sparkContext._jvm.eventlog.spark.TapSpec(
+        c.target.local_root, c.target.stream, job, peers, bytearray(c.segment_schema), bytearray(staged_header),
+        column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
+
+
+def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
+              time_type: str | None, encoding: str, replace: bool) -> "tuple[object, object, object] | None":
+    """Check that the JVM tap can capture ``df``, create the stream, and return the JVM tap class, the plan's
+    RDD and the ``TapSpec`` its tasks run with (None: the RDD has no partition, the stream is finished)."""
+    from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
+
+    if df.isStreaming:
+        raise TypeError("tap() takes batch DataFrames; capture a streaming DataFrame with "
+                        "writeStream.format('eventlog') or foreachBatch(tap_batches(...))")
+    c = _check(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding)
+    log = c.log
     # from here on as capture.tap.tap: the stream, the pinned partition count, the header
     if stream_exists(log, stream):
         if not replace:
-            raise StreamExistsError(f"stream exists in {target.log_uri}; tap into a new stream name or pass "
+            raise StreamExistsError(f"stream exists in {c.target.log_uri}; tap into a new stream name or pass "
                                     "replace=True", stream=stream)
-        remove_stream(target)
-    qe = jdf.queryExecution()
-    rdd = qe.toRdd()  # for an adaptive plan this runs the stages below its last shuffle (as the Python tap)
+        remove_stream(c.target)
+    rdd = df._jdf.queryExecution().toRdd()  # for an adaptive plan this runs the stages below its last shuffle
     peers = rdd.getNumPartitions()
-    created = log.create_stream(dataclasses.replace(header, peers=max(peers, 1), created=""))
+    created = log.create_stream(dataclasses.replace(c.header, peers=max(peers, 1), created=""))
     if peers == 0:  # no partition, no task: the stream is one empty, finished part
         from capture.capture import Capture
 
         Capture(log, stream, 0, 1).close()
         return None
     staged = dataclasses.replace(created, peers=1, created="").to_json()
-    literal = "" if spec.literal is None else ",".join(
-        str(c) for c in (spec.literal if isinstance(spec.literal, tuple) else (spec.literal,)))
-    column = -1 if spec.column is None else schema.get_field_index(spec.column)
-    jvm = spark.sparkContext._jvm
-    tap_spec = jvm.eventlog.spark.TapSpec(
-        target.local_root, stream, uuid.uuid4().hex, peers, bytearray(segment_schema), bytearray(staged),
-        column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
-    return jtap, rdd, tap_spec
+    return c.jtap, rdd, _tap_spec(df, c, uuid.uuid4().hex, peers, staged)
+
+
+def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, batch_id: int, *,
+                 time: str | None = None, peers: int | None = None, encoding: str = "arrow") -> int:
+    """Append ``batch_df`` (a micro-batch handed to ``foreachBatch``) to the open ``stream`` as micro-batch
+    ``batch_id``, with the semantics of ``write.format("eventlog").option("batchId", …)``
+    (``connectors/spark/write.py``: time = the batch id or the int64 column ``time``, exactly once per batch
+    id, the stream left open), the rows captured inside the JVM: each task stages its partition, the driver
+    appends the staged parts of the attempts Spark kept. Returns the records written. JvmTapUnavailable
+    (nothing written) where the JVM tap cannot run."""
+    from connectors.spark.staging import StagedPart, remove_tree
+    from connectors.spark.uri import staging_uri
+    from connectors.spark.write import append_micro_batch
+    from eventlog.errors import InvalidTimeError
+
+    if batch_df.isStreaming:
+        raise TypeError("append_batch() takes the batch DataFrame foreachBatch hands over")
+    c = _check(batch_df, log_uri, stream, time=time, time_type=None, encoding=encoding)
+    if c.time.column is not None and c.time.time_type.arity:
+        raise InvalidTimeError("streaming writes take int64 time columns only (product times: capture per batch)")
+    rdd = batch_df._jdf.queryExecution().toRdd()
+    job = uuid.uuid4().hex
+    staged_header = dataclasses.replace(c.header, peers=1, created="").to_json()
+    try:
+        if rdd.getNumPartitions() == 0:
+            staged = []
+        else:
+            lines = c.jtap.stage(rdd, _tap_spec(batch_df, c, job, rdd.getNumPartitions(), staged_header))
+            staged = []
+            for line in lines:
+                part, attempt, rows, folder = str(line).split("\t", 3)
+                staged.append(StagedPart(partition=int(part), attempt=int(attempt), uri=folder, rows=int(rows)))
+            staged.sort(key=lambda s: s.partition)
+        return append_micro_batch(c.target, staged, int(batch_id), c.schema, c.time, encoding, peers)
+    finally:
+        remove_tree(staging_uri(c.target, job))
 
 
 def available(spark: "SparkSession") -> "str | None":
@@ -341,8 +415,8 @@ def available(spark: "SparkSession") -> "str | None":
     return None
 
 
-__all__ = ["EVENT_BYTES", "EVENT_ROWS", "SUPPORTED_SPARK", "JvmTapUnavailable", "available", "check_spark_version",
-           "jar_path", "jvm_tap", "prepare", "source_hash"]
+__all__ = ["EVENT_BYTES", "EVENT_ROWS", "SUPPORTED_SPARK", "JvmTapUnavailable", "append_batch", "available",
+           "check_spark_version", "jar_path", "jvm_tap", "prepare", "source_hash"]
 
 
 from .read import JvmReadUnavailable, read_log  # noqa: E402 - the JVM batch reader builds on the above

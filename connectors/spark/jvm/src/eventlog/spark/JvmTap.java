@@ -59,6 +59,17 @@ public final class JvmTap {
         }
     }
 
+    /**
+     * Run a job that captures each partition of {@code rdd} into a staging folder of its own (a micro-batch);
+     * returns one line per partition, {@code partition <TAB> attempt <TAB> rows <TAB> folder}, of the attempt
+     * Spark kept.
+     */
+    public static String[] stage(RDD<InternalRow> rdd, TapSpec spec) {
+        Object lines = rdd.mapPartitionsWithIndex(new PartStage(spec), false, ClassTag$.MODULE$.apply(String.class))
+            .collect();
+        return (String[]) lines;
+    }
+
     /** {@code rdd}'s rows as a DataFrame of {@code schema}, each partition captured when a job computes it. */
     public static Dataset<Row> tap(SparkSession session, RDD<InternalRow> rdd, StructType schema, TapSpec spec) {
         RDD<InternalRow> tapped = rdd.mapPartitionsWithIndex(new PartTap(spec), true,

@@ -436,6 +436,23 @@ final class PartCapture {
         }
     }
 
+    /**
+     * Write what is buffered and the Progress that finishes the staged part, seal it and leave it staged (a
+     * micro-batch's part, which the driver appends to the stream); returns the staging log's root folder.
+     */
+    String finishStaged() throws IOException {
+        try {
+            flushAll();
+            progress();
+            files.close();
+            return stagingRoot.toString();
+        } finally {
+            closed = true;
+            files.abandon();
+            release();
+        }
+    }
+
     /** Drop the staged part (a failed attempt, or one whose output was not read to the end). */
     void discard() {
         if (closed) {

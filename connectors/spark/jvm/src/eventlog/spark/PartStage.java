@@ -1,0 +1,55 @@
+package eventlog.spark;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.util.TaskCompletionListener;
+import scala.collection.Iterator;
+import scala.runtime.AbstractFunction2;
+
+/**
+ * The function each partition of a micro-batch runs (a Structured Streaming micro-batch handed to
+ * {@code foreachBatch}): its rows are captured into the attempt's staging folder, sealed, and the task returns
+ * one line {@code partition <TAB> attempt <TAB> rows <TAB> staging folder} for the driver, which appends the
+ * staged parts to the open stream ({@code connectors/spark/write.py::append_micro_batch}), as the Python
+ * writer's tasks do ({@code PartStager}). Spark keeps the result of one attempt per partition; the others'
+ * folders are removed with the job's staging folder.
+ */
+public final class PartStage extends AbstractFunction2<Object, Iterator<InternalRow>, Iterator<String>>
+        implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private final TapSpec spec;
+
+    public PartStage(TapSpec spec) {
+        this.spec = spec;
+    }
+
+    @Override
+    public Iterator<String> apply(Object partition, Iterator<InternalRow> rows) {
+        int part = (Integer) partition;
+        TaskContext ctx = TaskContext.get();
+        int attempt = ctx == null ? 0 : ctx.attemptNumber();
+        try {
+            PartCapture capture = new PartCapture(spec, part, attempt);
+            if (ctx != null) {
+                ctx.addTaskCompletionListener(new TaskCompletionListener() {
+                    @Override
+                    public void onTaskCompletion(TaskContext context) {
+                        capture.discard();  // nothing once staged: a failure drops the attempt's folder
+                    }
+                });
+            }
+            while (rows.hasNext()) {
+                capture.add(rows.next());
+            }
+            long n = capture.rows;
+            String root = capture.finishStaged();
+            return scala.collection.Iterator$.MODULE$.single(part + "\t" + attempt + "\t" + n + "\t" + root);
+        } catch (IOException e) {
+            throw new UncheckedIOException("eventlog JVM tap could not stage stream " + spec.stream + " part " + part
+                + ": " + e, e);
+        }
+    }
+}
