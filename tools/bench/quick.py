@@ -32,6 +32,7 @@ BENCHES: list[tuple[str, str, bool]] = [
     ("runtime", "bench_runtime.py", True),
     ("jvm_tap", "bench_jvm_tap.py", False),
     ("jvm_read", "bench_jvm_read.py", False),
+    ("jvm_batches", "bench_jvm_batches.py", False),
 ]
 """The benchmarks with headline figures, in the order they run."""
 
