@@ -194,10 +194,40 @@ def test_rows_that_are_not_unsafe_rows(spark, jvm, log_dir):
         rows.add(to_safe.apply(row).copy())
     assert rows.get(0).getClass().getSimpleName() == "GenericInternalRow"
     scala_rows = j.scala.jdk.javaapi.CollectionConverters.asScala(rows.iterator())
-    assert j.eventlog.spark.PartTap(spec).apply(0, scala_rows).size() == 1500
+    out = j.eventlog.spark.PartTap(spec, qe.analyzed().schema()).apply(0, scala_rows)
+    assert out.next().getClass().getSimpleName() == "UnsafeRow"  # handed on as UnsafeRows (TapScanExec)
+    assert out.size() == 1499
     tap(df, log_dir, "py", time="t").count()
     verify(log_dir)
     assert captured(log_dir, "jvm") == captured(log_dir, "py")
+
+
+def test_tapped_frame_is_scanned_without_a_copy_and_feeds_every_operator(spark, jvm, log_dir):
+    """The tapped DataFrame's scan is the tap's own (``EventlogTapScan``: the rows handed on, not copied into
+    new UnsafeRows as Spark's RDD scan does); operators that keep rows (sort, join, window, distinct, cache)
+    get the rows the untapped DataFrame gives them, and a second action captures nothing more."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = words(spark, 3000, 3)
+    tapped = jvm_tap(df, log_dir, "jvm", time="t")
+    plan = tapped._jdf.queryExecution().executedPlan().toString()
+    assert "EventlogTapScan" in plan and "ExistingRDD" not in plan
+
+    def results(frame) -> list:
+        w = Window.partitionBy("t").orderBy("id")
+        return [
+            [tuple(r) for r in frame.orderBy(F.desc("word"), "id").collect()],
+            sorted(tuple(r) for r in frame.alias("a").join(frame.alias("b"), ["id"]).collect()),
+            sorted(tuple(r) for r in frame.withColumn("n", F.row_number().over(w)).collect()),
+            sorted(tuple(r) for r in frame.select("word", "t").distinct().collect()),
+        ]
+
+    assert results(tapped) == results(df)
+    cached = tapped.cache()
+    assert cached.count() == 3000 and sorted(cached.collect()) == sorted(df.collect())
+    cached.unpersist()
+    assert sum(sum(c.values()) for c in captured(log_dir, "jvm").values()) == 3000
 
 
 def test_many_events_and_segments(spark, jvm, log_dir, monkeypatch):

@@ -33,6 +33,12 @@ appends the staged parts of the attempts Spark kept (``connectors/spark/write.py
 Messages event per part and time, then the Progress that moves the frontier past the batch; a re-executed batch
 is written once).
 
+**The tapped DataFrame's scan.** ``jvm_tap`` adds ``TapStrategy`` to the session's
+``experimental.extraStrategies`` once: it plans the scan of the tap's RDD as ``TapScanExec``
+(``EventlogTapScan`` in ``explain()``), which hands the tap's rows on as they are, where Spark's ``RDDScanExec``
+would copy every row into a new ``UnsafeRow`` (the tap makes sure its rows are ``UnsafeRow`` s). Where the
+strategy cannot be added, Spark's scan is used.
+
 **Rows into Arrow.** Flat columns (booleans, integers, floats, dates, timestamps, strings, binaries) are written
 by the tap's own ``RowWriter`` straight into the vectors' memory; decimals and nested types by Spark's
 ``ArrowWriter`` field writers. ``_time`` (int64 times) and ``_seq`` hold one value per event and are written as

@@ -72,8 +72,10 @@ public final class JvmTap {
 
     /** {@code rdd}'s rows as a DataFrame of {@code schema}, each partition captured when a job computes it. */
     public static Dataset<Row> tap(SparkSession session, RDD<InternalRow> rdd, StructType schema, TapSpec spec) {
-        RDD<InternalRow> tapped = rdd.mapPartitionsWithIndex(new PartTap(spec), true,
+        RDD<InternalRow> tapped = rdd.mapPartitionsWithIndex(new PartTap(spec, schema), true,
             ClassTag$.MODULE$.apply(InternalRow.class));
+        tapped.setName(TapStrategy.RDD_NAME);  // scanned by TapScanExec (no copy of every row) once installed
+        TapStrategy.install(session);
         return session.internalCreateDataFrame(tapped, schema, false);
     }
 }

@@ -6,6 +6,9 @@ import java.io.UncheckedIOException;
 import java.util.NoSuchElementException;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.TaskCompletionListener;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
@@ -24,9 +27,11 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
         implements Serializable {
     private static final long serialVersionUID = 1L;
     private final TapSpec spec;
+    private final StructType schema;
 
-    public PartTap(TapSpec spec) {
+    public PartTap(TapSpec spec, StructType schema) {
         this.spec = spec;
+        this.schema = schema;
     }
 
     @Override
@@ -39,15 +44,14 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
         TaskContext ctx = TaskContext.get();
         PartCapture capture;
         try {
-            if (PartCapture.published(spec, part)) {
-                return rows;
-            }
-            capture = new PartCapture(spec, part, ctx == null ? 0 : ctx.attemptNumber());
+            // published already (a retried or speculative task, a second action): the rows pass, unkept
+            capture = PartCapture.published(spec, part) ? null
+                : new PartCapture(spec, part, ctx == null ? 0 : ctx.attemptNumber());
         } catch (IOException e) {
             throw new UncheckedIOException("eventlog JVM tap could not stage stream " + spec.stream + " part " + part
                 + ": " + e, e);
         }
-        if (ctx != null) {
+        if (ctx != null && capture != null) {
             ctx.addTaskCompletionListener(new TaskCompletionListener() {
                 @Override
                 public void onTaskCompletion(TaskContext context) {
@@ -56,7 +60,8 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
             });
         }
         return new AbstractIterator<InternalRow>() {
-            private boolean done;
+            private boolean done = capture == null;
+            private UnsafeProjection toUnsafe;
 
             @Override
             public boolean hasNext() {
@@ -82,11 +87,19 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
                     throw new NoSuchElementException();
                 }
                 InternalRow row = rows.next();
-                try {
-                    capture.add(row);
-                } catch (IOException e) {
-                    throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
-                        + " part " + part + ": " + e, e);
+                if (!(row instanceof UnsafeRow)) {  // TapScanExec hands the rows on: they must be UnsafeRows
+                    if (toUnsafe == null) {
+                        toUnsafe = UnsafeProjection.create(schema);
+                    }
+                    row = toUnsafe.apply(row);
+                }
+                if (capture != null) {
+                    try {
+                        capture.add(row);
+                    } catch (IOException e) {
+                        throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
+                            + " part " + part + ": " + e, e);
+                    }
                 }
                 return row;
             }
