@@ -47,6 +47,8 @@ final class PartCapture {
     static final int BUFFER_ROWS = 1 << 18;
     /** Distinct times buffered at once at most: a new one beyond it writes every buffered time first. */
     static final int MAX_OPEN_TIMES = 64;
+    /** Slots of the cache of recent int64 times' buffers (a power of two). */
+    static final int RECENT = 16;
     /** Emptied time buffers kept for reuse at most (the others' memory is released). */
     static final int KEEP_FREE = 8;
     private static final SecureRandom RANDOM = new SecureRandom();
@@ -69,8 +71,9 @@ final class PartCapture {
     private final ArrayDeque<Buffer> free = new ArrayDeque<>();
     private final List<VectorSchemaRoot> all = new ArrayList<>();
     private Buffer literal;
-    private Buffer last;
-    private long lastTime;
+    /** The buffers of recent int64 times by {@code time & (RECENT - 1)}, found without a map lookup. */
+    private final Buffer[] recent = new Buffer[RECENT];
+    private final long[] recentTime = new long[RECENT];
     private int buffered;
     long rows;
     private boolean closed;
@@ -278,12 +281,12 @@ final class PartCapture {
             b = literal;
         } else if (spec.arity == 0) {
             long t = intTime(row);
-            if (last != null && t == lastTime) {
-                b = last;
-            } else {
+            int slot = (int) t & (RECENT - 1);
+            b = recent[slot];
+            if (b == null || recentTime[slot] != t) {
                 b = bufferFor(t, null);  // the time's array is made only for a new time
-                last = b;
-                lastTime = t;
+                recent[slot] = b;
+                recentTime[slot] = t;
             }
         } else {
             long[] t = productTime(row);
@@ -328,7 +331,7 @@ final class PartCapture {
             }
         }
         pending.clear();
-        last = null;
+        Arrays.fill(recent, null);  // the buffers are freed or reused for other times
     }
 
     /** {@link #timeVector}: {@code n} copies of the product time {@code t}. */
