@@ -127,3 +127,27 @@ def test_engines_refuse_or_fall_back_as_tap_does(spark, jvm, log_dir, caplog, mo
         tap_batches(log_dir, "a", engine="gpu")
     with pytest.raises(TypeError, match="foreachBatch"):
         append_batch(spark.readStream.format("rate").load(), log_dir, "b", 0)
+
+
+def test_empty_batches_and_a_changed_schema_as_the_python_writer(spark, jvm, log_dir):
+    """A micro-batch with no rows (or no partition) moves the frontier, as the Python writer's does; one whose
+    schema differs from the stream's is refused with the same typed error, and nothing of it is written."""
+    from eventlog.errors import HeaderMismatchError
+
+    empty = spark.createDataFrame(spark.sparkContext.emptyRDD(), batch(spark, [1]).schema)
+    assert empty.rdd.getNumPartitions() == 0
+    for engine in ("jvm", "python"):
+        run = tap_batches(log_dir, engine, peers=2, engine=engine)
+        run(batch(spark, [1, 2, 3]), 0)
+        run(empty, 1)
+        run(batch(spark, [4]).where("id < 0"), 2)  # partitions, no rows
+    assert events(log_dir, "jvm") == events(log_dir, "python")
+    assert [part[-1][0] for part in events(log_dir, "jvm")] == ["p", "p"]
+    before = events(log_dir, "jvm")
+    from pyspark.sql import functions as F
+
+    wider = batch(spark, [5, 6]).withColumn("extra", F.lit(1))
+    with pytest.raises(HeaderMismatchError, match="another header"):
+        append_batch(wider, log_dir, "jvm", 3)
+    assert events(log_dir, "jvm") == before
+    assert not os.path.exists(os.path.join(log_dir, ".staging"))
