@@ -147,7 +147,9 @@ def test_empty_batches_and_a_changed_schema_as_the_python_writer(spark, jvm, log
     from pyspark.sql import functions as F
 
     wider = batch(spark, [5, 6]).withColumn("extra", F.lit(1))
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
     with pytest.raises(HeaderMismatchError, match="another header"):
         append_batch(wider, log_dir, "jvm", 3)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs  # refused before staging
     assert events(log_dir, "jvm") == before
     assert not os.path.exists(os.path.join(log_dir, ".staging"))

@@ -384,7 +384,7 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
     id, the stream left open), the rows captured inside the JVM: each task stages its partition, the driver
     appends the staged parts of the attempts Spark kept. Returns the records written. JvmTapUnavailable
     (nothing written) where the JVM tap cannot run."""
-    from connectors.spark.staging import StagedPart, remove_tree
+    from connectors.spark.staging import StagedPart, remove_tree, stream_exists
     from connectors.spark.uri import staging_uri
     from connectors.spark.write import append_micro_batch
     from eventlog.errors import InvalidTimeError
@@ -394,6 +394,9 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
     c = _check(batch_df, log_uri, stream, time=time, time_type=None, encoding=encoding)
     if c.time.column is not None and c.time.time_type.arity:
         raise InvalidTimeError("streaming writes take int64 time columns only (product times: capture per batch)")
+    if stream_exists(c.log, stream):  # refused before any task runs, as the commit would refuse it
+        stored = c.log.header(stream)
+        stored.check_same(dataclasses.replace(c.header, peers=stored.peers, version=stored.version))
     rdd = batch_df._jdf.queryExecution().toRdd()
     job = uuid.uuid4().hex
     staged_header = dataclasses.replace(c.header, peers=1, created="").to_json()
