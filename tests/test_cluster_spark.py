@@ -141,6 +141,35 @@ def test_jvm_tap_and_jvm_read_on_the_cluster(cluster_spark, spark_cluster, tmp_p
     assert not os.path.exists(os.path.join(log_dir, ".staging"))
 
 
+def test_jvm_micro_batches_on_the_cluster_survive_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, tmp_path):
+    """``tap_batches(engine="jvm")`` on the cluster: the executors stage each micro-batch's partitions in their
+    JVMs and the driver appends what Spark kept; a batch staged while an executor JVM is SIGKILLed holds each
+    row once, the frontier moves past it, and no staging is left."""
+    from capture import tap_batches
+
+    log_dir = str(tmp_path / "log")
+    run = tap_batches(log_dir, "mb", time="t", peers=4, engine="jvm")
+    run(words(cluster_spark, 3000, 6), 0)  # times 0..3
+    marks = str(tmp_path / "marks")
+    os.mkdir(marks)
+    later = words(cluster_spark, 4000, 8).selectExpr("id + 10000 as id", "word", "t + 4 as t")  # times 4..7
+    later = later.mapInArrow(slow_marked(marks, 2.0), later.schema)
+    killed: list[str] = []
+    t = kill_when_running(spark_cluster, cluster_spark, marks, 4, killed)
+    run(later, 1)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))  # tasks ran again
+    log = open_log(log_dir)
+    assert log.header("mb").peers == 4
+    got = sorted((t, row["id"], row["word"]) for t, table in Replayer(log, "mb").completed()
+                 for row in table.to_pylist())
+    want = sorted([(i % 4, i, f"w{i % 7}") for i in range(3000)]
+                  + [(i % 4 + 4, i + 10000, f"w{i % 7}") for i in range(4000)])
+    assert got == want
+    assert not os.path.exists(os.path.join(log_dir, ".staging"))
+
+
 SCHEMA = pa.schema([("n", pa.int64())])
 PEERS, TIMES, PER_TIME = 3, 8, 50
 
