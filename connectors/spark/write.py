@@ -36,8 +36,10 @@ the others without it, which the re-executed batch completes as above.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Optional
 
 import pyarrow as pa
@@ -172,7 +174,8 @@ def _tail_times(log: Log, stream: str, part: int) -> set[Time]:
 def append_micro_batch(target: StreamURI, staged: list[StagedPart], batch_id: int, schema: pa.Schema,
                        time: TimeSpec, encoding: str, peers: int | None) -> int:
     """Append one micro-batch (the staged parts of its tasks) to ``target`` as described in the module doc;
-    returns the number of records written (0 for a batch that was already written)."""
+    returns the number of records written (0 for a batch that was already written). The parts are read and
+    appended side by side (each part has a writer of its own; pyarrow decodes and compresses without the GIL)."""
     log = open_log(target.log_uri)
     if stream_exists(log, target.stream):
         stored = log.header(target.stream)
@@ -183,35 +186,51 @@ def append_micro_batch(target: StreamURI, staged: list[StagedPart], batch_id: in
     by_part: list[list[StagedPart]] = [[] for _ in range(header.peers)]
     for s in staged:
         by_part[s.partition % header.peers].append(s)
-    per_part = [_read_staged(group, target.stream) for group in by_part]
-    if time.column is None:  # the batch id is the time; tasks staged at the literal placeholder
-        per_part = [{batch_id: [b for bs in d.values() for b in bs]} if d else {} for d in per_part]
-        new_frontier: Time | None = batch_id + 1
-    else:
-        times = [t for d in per_part for t in d]
-        new_frontier = max(times) + 1 if times else None  # type: ignore[operator]
-    written = dropped = 0
-    for part, records in enumerate(per_part):
-        pending = _tail_times(log, target.stream, part)
-        cap = Capture(log, target.stream, part, header.peers)
-        try:
-            for t in sorted(records):
-                rows = sum(b.num_rows for b in records[t])
-                if not cap.frontier.less_equal(t):
-                    dropped += rows
-                    continue
-                if t in pending:
-                    continue
-                table = pa.Table.from_batches(records[t], schema=header.schema).combine_chunks()
-                cap.send(t, table)
-                written += rows
-            if new_frontier is not None:
-                f = list(cap.frontier)
-                if f and f[0] < new_frontier:  # type: ignore[operator]
-                    cap.advance_to(new_frontier)
-        finally:
-            cap.abort()  # release the part without finishing it: the stream stays open
+    with _part_pool(header.peers) as pool:
+        per_part = list(pool.map(lambda group: _read_staged(group, target.stream), by_part))
+        if time.column is None:  # the batch id is the time; tasks staged at the literal placeholder
+            per_part = [{batch_id: [b for bs in d.values() for b in bs]} if d else {} for d in per_part]
+            new_frontier: Time | None = batch_id + 1
+        else:
+            times = [t for d in per_part for t in d]
+            new_frontier = max(times) + 1 if times else None  # type: ignore[operator]
+        counts = list(pool.map(lambda part: _append_part(log, target.stream, header, part, per_part[part],
+                                                         new_frontier), range(header.peers)))
+    written = sum(w for w, _ in counts)
+    dropped = sum(d for _, d in counts)
     if dropped:
         _log.warning("stream %r batch %d: %d record(s) at times behind the frontier were not written "
                      "(a re-executed micro-batch, or late data)", target.stream, batch_id, dropped)
     return written
+
+
+def _part_pool(parts: int) -> ThreadPoolExecutor:
+    """Threads to read and append ``parts`` parts with: one per part, at most one per core (at least 1)."""
+    return ThreadPoolExecutor(max_workers=max(1, min(parts, os.cpu_count() or 1)),
+                              thread_name_prefix="eventlog-append")
+
+
+def _append_part(log: Log, stream: str, header: StreamHeader, part: int, records: dict[Time, list[pa.RecordBatch]],
+                 new_frontier: Time | None) -> tuple[int, int]:
+    """Append one part's share of a micro-batch (module doc); returns ``(records written, records dropped)``."""
+    written = dropped = 0
+    pending = _tail_times(log, stream, part)
+    cap = Capture(log, stream, part, header.peers)
+    try:
+        for t in sorted(records):
+            rows = sum(b.num_rows for b in records[t])
+            if not cap.frontier.less_equal(t):
+                dropped += rows
+                continue
+            if t in pending:
+                continue
+            table = pa.Table.from_batches(records[t], schema=header.schema).combine_chunks()
+            cap.send(t, table)
+            written += rows
+        if new_frontier is not None:
+            f = list(cap.frontier)
+            if f and f[0] < new_frontier:  # type: ignore[operator]
+                cap.advance_to(new_frontier)
+    finally:
+        cap.abort()  # release the part without finishing it: the stream stays open
+    return written, dropped

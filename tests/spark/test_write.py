@@ -180,3 +180,54 @@ def test_tap_batches_captures_each_micro_batch_and_calls_the_sink(spark, log_dir
     assert seen == [(0, 3), (1, 3)]
     back = spark.read.format("eventlog").load(f"{log_dir}/ids").collect()
     assert sorted((r["_time"], r["id"]) for r in back) == [(0, 0), (0, 1), (0, 2), (1, 10), (1, 11), (1, 12)]
+
+
+def test_micro_batch_parts_are_read_and_appended_side_by_side(log_dir, monkeypatch):
+    """The commit reads and appends the parts on threads of its own (one per part, at most one per core), and
+    what it writes is what appending them one after another writes: each part its records at the batch's time,
+    then the Progress past it; a part that fails is reported, the others are appended (a re-run completes it)."""
+    import threading
+
+    from connectors.spark import write as write_mod
+
+    target = parse_stream_uri(log_dir, "sink")
+    schema = pa.schema([("id", pa.int64())])
+    spec = TimeSpec.parse(None, schema)
+
+    def staged(n_parts: int, per: int, job: str):
+        out = []
+        for q in range(n_parts):
+            st = PartStager(target, job, q, 0, schema, spec, "arrow")
+            st.add(pa.record_batch({"id": [q * 1000 + i for i in range(per)]}, schema=schema))
+            out.append(st.finish())
+        return out
+
+    threads: set[str] = set()
+    real = write_mod._append_part
+
+    def spy(*args):
+        threads.add(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(write_mod, "_append_part", spy)
+    monkeypatch.setattr(write_mod.os, "cpu_count", lambda: 4)
+    assert append_micro_batch(target, staged(6, 50, "a"), 0, schema, spec, "arrow", None) == 300
+    assert len(threads) > 1 and all(t.startswith("eventlog-append") for t in threads)
+    assert _recorded(log_dir, "sink") == sorted((q, 0, q * 1000 + i) for q in range(6) for i in range(50))
+    r = Replayer(open_log(log_dir), "sink", 0, 1)
+    list(r)
+    assert {p: list(f) for p, f in r.part_frontiers().items()} == {q: [1] for q in range(6)}
+
+    def fail_on_part_2(log, stream, header, part, records, frontier):  # noqa: ANN001
+        if part == 2:
+            raise OSError("disk full (part 2)")
+        return real(log, stream, header, part, records, frontier)
+
+    monkeypatch.setattr(write_mod, "_append_part", fail_on_part_2)
+    with pytest.raises(OSError, match="part 2"):
+        append_micro_batch(target, staged(6, 5, "b"), 1, schema, spec, "arrow", None)
+    monkeypatch.setattr(write_mod, "_append_part", real)
+    assert append_micro_batch(target, staged(6, 5, "c"), 1, schema, spec, "arrow", None) == 5  # part 2 completed
+    r = Replayer(open_log(log_dir), "sink", 0, 1)
+    list(r)
+    assert {p: list(f) for p, f in r.part_frontiers().items()} == {q: [2] for q in range(6)}
