@@ -28,9 +28,11 @@ import org.apache.arrow.vector.complex.ListVector;
 import org.apache.arrow.vector.types.pojo.ArrowType;
 import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.util.TaskCompletionListener;
 
 /**
  * One task attempt's capture of its partition, as {@code connectors/spark/staging.py::PartStager} and
@@ -55,6 +57,8 @@ final class PartCapture {
 
     private final TapSpec spec;
     private final int partition;
+    /** The task attempt capturing the partition. */
+    final int attempt;
     private final Path stagingRoot;
     private final Path stagedPart;
     private final BufferAllocator alloc;
@@ -98,9 +102,28 @@ final class PartCapture {
         }
     }
 
+    /**
+     * The capture of {@code partition} by the running task attempt (attempt 0 outside a task), dropped when the
+     * task ends without having finished it (a failure, or output not read to the end).
+     */
+    static PartCapture forTask(TapSpec spec, int partition) throws IOException {
+        TaskContext ctx = TaskContext.get();
+        PartCapture capture = new PartCapture(spec, partition, ctx == null ? 0 : ctx.attemptNumber());
+        if (ctx != null) {
+            ctx.addTaskCompletionListener(new TaskCompletionListener() {
+                @Override
+                public void onTaskCompletion(TaskContext context) {
+                    capture.discard();  // nothing once finished
+                }
+            });
+        }
+        return capture;
+    }
+
     PartCapture(TapSpec spec, int partition, int attempt) throws IOException {
         this.spec = spec;
         this.partition = partition;
+        this.attempt = attempt;
         byte[] nonce = new byte[4];
         RANDOM.nextBytes(nonce);
         this.stagingRoot = Paths.get(spec.root, STAGING_DIR, spec.stream, spec.job,
@@ -427,14 +450,9 @@ final class PartCapture {
      */
     boolean finish() throws IOException {
         try {
-            flushAll();
-            progress();
-            files.close();
+            seal();
             return publish();
         } finally {
-            closed = true;
-            files.abandon();
-            release();
             removeStaging();
         }
     }
@@ -444,11 +462,17 @@ final class PartCapture {
      * micro-batch's part, which the driver appends to the stream); returns the staging log's root folder.
      */
     String finishStaged() throws IOException {
+        seal();
+        return stagingRoot.toString();
+    }
+
+    /** Write what is buffered and the Progress that finishes the part, and seal its segment; the capture is
+     * closed afterwards, whether that worked or not. */
+    private void seal() throws IOException {
         try {
             flushAll();
             progress();
             files.close();
-            return stagingRoot.toString();
         } finally {
             closed = true;
             files.abandon();

@@ -3,9 +3,7 @@ package eventlog.spark;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
-import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.util.TaskCompletionListener;
 import scala.collection.Iterator;
 import scala.runtime.AbstractFunction2;
 
@@ -29,24 +27,14 @@ public final class PartStage extends AbstractFunction2<Object, Iterator<Internal
     @Override
     public Iterator<String> apply(Object partition, Iterator<InternalRow> rows) {
         int part = (Integer) partition;
-        TaskContext ctx = TaskContext.get();
-        int attempt = ctx == null ? 0 : ctx.attemptNumber();
         try {
-            PartCapture capture = new PartCapture(spec, part, attempt);
-            if (ctx != null) {
-                ctx.addTaskCompletionListener(new TaskCompletionListener() {
-                    @Override
-                    public void onTaskCompletion(TaskContext context) {
-                        capture.discard();  // nothing once staged: a failure drops the attempt's folder
-                    }
-                });
-            }
+            PartCapture capture = PartCapture.forTask(spec, part);
             while (rows.hasNext()) {
                 capture.add(rows.next());
             }
             long n = capture.rows;
             String root = capture.finishStaged();
-            return scala.collection.Iterator$.MODULE$.single(part + "\t" + attempt + "\t" + n + "\t" + root);
+            return scala.collection.Iterator$.MODULE$.single(part + "\t" + capture.attempt + "\t" + n + "\t" + root);
         } catch (IOException e) {
             throw new UncheckedIOException("eventlog JVM tap could not stage stream " + spec.stream + " part " + part
                 + ": " + e, e);

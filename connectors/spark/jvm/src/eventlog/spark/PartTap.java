@@ -4,12 +4,10 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.util.NoSuchElementException;
-import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.util.TaskCompletionListener;
 import scala.collection.AbstractIterator;
 import scala.collection.Iterator;
 import scala.runtime.AbstractFunction2;
@@ -41,23 +39,13 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
             throw new IllegalStateException("the tapped DataFrame has more partitions than the " + spec.peers
                 + " the tap was created with (stream " + spec.stream + ", part " + part + ")");
         }
-        TaskContext ctx = TaskContext.get();
         PartCapture capture;
         try {
             // published already (a retried or speculative task, a second action): the rows pass, unkept
-            capture = PartCapture.published(spec, part) ? null
-                : new PartCapture(spec, part, ctx == null ? 0 : ctx.attemptNumber());
+            capture = PartCapture.published(spec, part) ? null : PartCapture.forTask(spec, part);
         } catch (IOException e) {
             throw new UncheckedIOException("eventlog JVM tap could not stage stream " + spec.stream + " part " + part
                 + ": " + e, e);
-        }
-        if (ctx != null && capture != null) {
-            ctx.addTaskCompletionListener(new TaskCompletionListener() {
-                @Override
-                public void onTaskCompletion(TaskContext context) {
-                    capture.discard();  // nothing when finished: a failure, or output not read to the end
-                }
-            });
         }
         return new AbstractIterator<InternalRow>() {
             private boolean done = capture == null;
