@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 
@@ -69,16 +69,14 @@ def tap(
     (``mapInArrow``); ``"jvm"`` inside Spark's JVM (``connectors.spark.jvm``: local file logs, Arrow; raises
     ``JvmTapUnavailable`` saying why where it cannot run); ``"auto"`` tries the JVM tap and falls back to the
     Python one, saying why once per process."""
-    engine = _engine(engine)
-    if engine != "python":
-        from connectors.spark.jvm import JvmTapUnavailable, jvm_tap
+    def in_jvm() -> "DataFrame":
+        from connectors.spark.jvm import jvm_tap
 
-        try:
-            return jvm_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace)
-        except JvmTapUnavailable as e:
-            if engine == "jvm":
-                raise
-            _say_once(f"eventlog: the JVM tap cannot run here ({e.reason}); capturing in Python workers")
+        return jvm_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace)
+
+    tapped = _in_jvm(_engine(engine), in_jvm)
+    if tapped is not None:
+        return tapped
     from eventlog._extras import require
 
     require("pandas", "spark", "tap() (PySpark's mapInArrow)")
@@ -224,7 +222,12 @@ def tap_batches(
         from connectors.spark import register
 
         register(batch_df.sparkSession)
-        if not _append_in_jvm(engine, batch_df, log_uri, stream, batch_id, time, peers, encoding):
+        def in_jvm() -> int:
+            from connectors.spark.jvm import append_batch
+
+            return append_batch(batch_df, log_uri, stream, batch_id, time=time, peers=peers, encoding=encoding)
+
+        if _in_jvm(engine, in_jvm) is None:
             writer = batch_df.write.format("eventlog").option("batchId", batch_id).option("encoding", encoding)
             if time is not None:
                 writer = writer.option("time", time)
@@ -244,21 +247,23 @@ def _engine(engine: str | None) -> str:
     return engine
 
 
-def _append_in_jvm(engine: str, batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str,
-                   batch_id: int, time: str | None, peers: int | None, encoding: str) -> bool:
-    """Append the micro-batch with the JVM tap where ``engine`` asks for it; False: the Python writer must."""
+_T = TypeVar("_T")
+
+
+def _in_jvm(engine: str, run: "Callable[[], _T]") -> "_T | None":
+    """``run()`` (the JVM tap's way) where ``engine`` asks for it; None when the Python side must do the work:
+    ``engine`` is ``"python"``, or ``"auto"`` where the JVM tap cannot run (said once per process)."""
     if engine == "python":
-        return False
-    from connectors.spark.jvm import JvmTapUnavailable, append_batch
+        return None
+    from connectors.spark.jvm import JvmTapUnavailable
 
     try:
-        append_batch(batch_df, log_uri, stream, batch_id, time=time, peers=peers, encoding=encoding)
-        return True
+        return run()
     except JvmTapUnavailable as e:
         if engine == "jvm":
             raise
         _say_once(f"eventlog: the JVM tap cannot run here ({e.reason}); capturing in Python workers")
-        return False
+        return None
 
 
 __all__ = ["tap", "tap_batches"]

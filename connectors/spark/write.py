@@ -68,7 +68,10 @@ def _task() -> tuple[int, int]:
     return ctx.partitionId(), ctx.attemptNumber()
 
 
-def _staged(messages: list[Optional[WriterCommitMessage]], target: StreamURI) -> list[StagedPart]:
+def committed_parts(messages: "list[Optional[WriterCommitMessage]] | list[StagedPart]",
+                    target: StreamURI) -> list[StagedPart]:
+    """The staged parts of the task attempts Spark committed, by partition: EventLogError unless each partition
+    0..n-1 is there exactly once."""
     staged = sorted((m for m in messages if m is not None), key=lambda m: m.partition)  # type: ignore[attr-defined]
     got = [s.partition for s in staged]
     if got != list(range(len(staged))):
@@ -94,7 +97,7 @@ class BatchWriter(DataSourceArrowWriter):
         return stage_all(stager, iterator)
 
     def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
-        staged = _staged(messages, self.target)
+        staged = committed_parts(messages, self.target)
         if self.overwrite:
             remove_stream(self.target)
         elif stream_exists(open_log(self.target.log_uri), self.target.stream):
@@ -111,13 +114,18 @@ class BatchWriter(DataSourceArrowWriter):
         remove_tree(staging_uri(self.target, self.job))
 
 
+def check_micro_batch_time(time: TimeSpec) -> None:
+    """InvalidTimeError unless ``time`` is one a micro-batch append takes: the batch id or an int64 column."""
+    if time.column is not None and time.time_type.arity:
+        raise InvalidTimeError("streaming writes take int64 time columns only (product times: capture per batch)")
+
+
 class MicroBatchWriter(DataSourceArrowWriter, DataSourceStreamArrowWriter):
     """Appends micro-batches to an open stream (the streaming sink; batch writes with ``batchId``)."""
 
     def __init__(self, target: StreamURI, schema: pa.Schema, time: TimeSpec, encoding: str,
                  peers: int | None, batch_id: int | None = None) -> None:
-        if time.column is not None and time.time_type.arity:
-            raise InvalidTimeError("streaming writes take int64 time columns only (product times: capture per batch)")
+        check_micro_batch_time(time)
         self.target, self.schema, self.time, self.encoding, self.peers = target, schema, time, encoding, peers
         self.batch_id = batch_id
         self.job = uuid.uuid4().hex
@@ -132,7 +140,7 @@ class MicroBatchWriter(DataSourceArrowWriter, DataSourceStreamArrowWriter):
         if batch is None:
             raise EventLogError("a micro-batch append needs a batch id", stream=self.target.stream)
         try:
-            append_micro_batch(self.target, _staged(messages, self.target), int(batch), self.schema, self.time,
+            append_micro_batch(self.target, committed_parts(messages, self.target), int(batch), self.schema, self.time,
                                self.encoding, self.peers)
         finally:
             self._clean(messages)

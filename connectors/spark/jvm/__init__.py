@@ -386,14 +386,12 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
     (nothing written) where the JVM tap cannot run."""
     from connectors.spark.staging import StagedPart, remove_tree, stream_exists
     from connectors.spark.uri import staging_uri
-    from connectors.spark.write import append_micro_batch
-    from eventlog.errors import InvalidTimeError
+    from connectors.spark.write import append_micro_batch, check_micro_batch_time, committed_parts
 
     if batch_df.isStreaming:
         raise TypeError("append_batch() takes the batch DataFrame foreachBatch hands over")
     c = _check(batch_df, log_uri, stream, time=time, time_type=None, encoding=encoding)
-    if c.time.column is not None and c.time.time_type.arity:
-        raise InvalidTimeError("streaming writes take int64 time columns only (product times: capture per batch)")
+    check_micro_batch_time(c.time)
     if stream_exists(c.log, stream):  # refused before any task runs, as the commit would refuse it
         stored = c.log.header(stream)
         stored.check_same(dataclasses.replace(c.header, peers=stored.peers, version=stored.version))
@@ -409,7 +407,7 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
             for line in lines:
                 part, attempt, rows, folder = str(line).split("\t", 3)
                 staged.append(StagedPart(partition=int(part), attempt=int(attempt), uri=folder, rows=int(rows)))
-            staged.sort(key=lambda s: s.partition)
+            staged = committed_parts(staged, c.target)  # one per partition, in order (Spark kept one attempt each)
         return append_micro_batch(c.target, staged, int(batch_id), c.schema, c.time, encoding, peers)
     finally:
         remove_tree(staging_uri(c.target, job))
