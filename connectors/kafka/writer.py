@@ -217,10 +217,23 @@ class KafkaPartWriter(PartWriter):
             self._raise_kafka(e.args[0], "write")
 
     def _raise_kafka(self, err: KafkaError, what: str) -> None:
+        if err.code() == KafkaError._FATAL:  # "Local: Fatal error": the producer's own fatal error says why
+            err = self._fatal_reason(err)
         if err.code() in _FENCED:
             raise self._fail(self._fenced(err))
         raise self._fail(DeliveryError(f"kafka failed to {what}: {err.str()}; {self._unsynced()}",
                                        stream=self.stream, part=self.part, seq=self._synced))
+
+    def _fatal_reason(self, err: KafkaError) -> KafkaError:
+        """The fatal error behind a call refused with ``_FATAL``: librdkafka raises it before the producer's
+        error callback has reported it (a producer fenced between ``_check_usable`` and ``produce``), so serve
+        the callbacks once; ``err`` itself if none reported one."""
+        if not self._fatal and self._producer is not None:
+            try:
+                self._producer.poll(0)
+            except KafkaException:
+                pass
+        return self._fatal[0] if self._fatal else err
 
     def _call(self, op: Callable[[Producer], object], what: str) -> None:
         """Run a transaction call, retrying what Kafka calls retriable; a fenced producer raises
@@ -276,7 +289,7 @@ class KafkaPartWriter(PartWriter):
                 self._poll(0.05)
             except KafkaException as e:
                 err: KafkaError = e.args[0]
-                if err.code() in _FENCED or err.fatal():
+                if err.code() in _FENCED or err.fatal() or err.code() == KafkaError._FATAL:
                     self._raise_kafka(err, "produce")
                 raise DeliveryError(f"kafka refused the record of seq {seq} (nothing of it was written): {err.str()}",
                                     stream=self.stream, part=self.part, seq=seq) from None
