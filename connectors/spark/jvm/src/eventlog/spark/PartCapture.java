@@ -630,7 +630,18 @@ final class PartCapture {
                 }
 
                 @Override
+                public FileVisitResult visitFileFailed(Path file, IOException exc) throws IOException {
+                    if (exc instanceof NoSuchFileException) {
+                        return FileVisitResult.CONTINUE;  // removed meanwhile by another attempt's sweep
+                    }
+                    throw exc;
+                }
+
+                @Override
                 public FileVisitResult postVisitDirectory(Path dir, IOException exc) throws IOException {
+                    if (exc != null && !(exc instanceof NoSuchFileException)) {
+                        throw exc;
+                    }
                     Files.deleteIfExists(dir);
                     return FileVisitResult.CONTINUE;
                 }
