@@ -19,6 +19,9 @@ _mutex = threading.Lock()
 class MemoryLog(FileLog):
     """A log in process memory, shared by every ``open_log("memory://<name>")`` of this process."""
 
+    encode_ahead = False
+    """Readers of this process see each event once the call that appended it returns (no encoding ahead)."""
+
     def __init__(self, name: str, **options: Any) -> None:
         with _mutex:
             store = _stores.setdefault(name, MemoryStorage())

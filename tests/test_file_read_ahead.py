@@ -18,7 +18,7 @@ import pytest
 from capture import Capture
 from connectors.files import index as ix
 from connectors.files import readahead
-from eventlog import EventLogError, Messages, open_log
+from eventlog import EventLogError, Messages, open_log, workers
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
 ROWS = 2_000  # ~70 KB of random hex per batch: Messages events well over readahead.MIN_BYTES
@@ -87,7 +87,7 @@ def test_an_intact_log_reads_the_same_and_events_are_decoded_ahead(tmp_path, mon
     monkeypatch.setattr(readahead, "decode", lambda *a: calls.append(threading.current_thread().name) or real(*a))
     ahead, err = read(root, 2, monkeypatch)
     assert err is None
-    assert calls and all(n.startswith("eventlog-read-ahead") for n in calls)  # the path under test ran
+    assert calls and all(n.startswith(workers.THREAD_PREFIX) for n in calls)  # the path under test ran
     in_place, err = read(root, 0, monkeypatch)
     assert err is None and same(ahead, in_place)
     msgs = [x for x in ahead if len(x) == 3]
@@ -184,7 +184,7 @@ def test_a_forked_child_reads_ahead_with_threads_of_its_own(tmp_path, monkeypatc
     root = str(tmp_path)
     capture(root, 6)
     rows, err = read(root, 2, monkeypatch)
-    assert err is None and readahead._pool is not None  # the parent's pool exists
+    assert err is None and workers.started()  # the parent's pool exists
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     p = ctx.Process(target=_child_reads, args=(root, q))
@@ -213,7 +213,7 @@ def test_opening_a_file_log_warms_the_threads_once(tmp_path, env, threads) -> No
     import sys
 
     code = ("import threading; from eventlog import open_log; open_log(%r); open_log(%r); "
-            "print(sum(t.name.startswith('eventlog-read-ahead') for t in threading.enumerate()))"
+            "print(sum(t.name.startswith('eventlog-worker') for t in threading.enumerate()))"
             % (str(tmp_path), str(tmp_path)))
     clean = {k: v for k, v in os.environ.items() if k not in ("EVENTLOG_PRELOAD", "EVENTLOG_READ_AHEAD")}
     out = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,

@@ -48,6 +48,10 @@ default, or ``1.2`` for readers older than eventlog's format 2)."""
 class FileLog(Log):
     """Streams as directories of Arrow IPC / Avro container segments on a local or ``pyarrow.fs`` filesystem."""
 
+    encode_ahead = True
+    """With ``sync="none"``, writers encode Messages events on a pool thread while the caller goes on, and write
+    them in order later (nothing is promised before rotation, ``flush`` or ``close`` in that mode)."""
+
     def __init__(
         self,
         root: str,

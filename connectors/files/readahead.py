@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Callable
 
 import pyarrow as pa
 import pyarrow.ipc
 
+from eventlog import workers
 from eventlog.encoding import SegmentDecoder
 from eventlog.events import Event
 
@@ -37,7 +38,7 @@ _held = 0
 """Events decoded (or being decoded) ahead and not yet taken, in all readers of the process: a replayer with
 many parts open must not hold two decoded batches per part."""
 _lock = threading.RLock()
-"""Guards ``_held`` and the creation of ``_pool``; re-entrant, as ``ReadAhead.__del__`` gives back what it held
+"""Guards ``_held``; re-entrant, as ``ReadAhead.__del__`` gives back what it held
 and may run from a garbage collection inside a section that holds it."""
 
 
@@ -78,17 +79,6 @@ class BadChecksum(Exception):
     """An event decoded ahead fails its index entry's checksum (the reader reports it as it would in place)."""
 
 
-_pool: ThreadPoolExecutor | None = None
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1), thread_name_prefix="eventlog-read-ahead")
-        return _pool
-
-
 def _warm_thread() -> None:
     """What a thread pays on its first decode (pyarrow's per-thread allocator state, zstd contexts), paid now."""
     pa.ipc.open_stream(_WARM_STREAM, options=_ONE_THREAD).read_next_batch().validate(full=True)
@@ -99,7 +89,7 @@ def warm() -> None:
     not pay for it (``open_log`` calls this once, after ``eventlog.preload``; a no-op when decoding ahead is
     off or was warmed already)."""
     global _WARM_STREAM
-    if _pool is not None or depth() == 0:
+    if workers.started() or depth() == 0:
         return
     if _WARM_STREAM is None:
         n = 8192  # big enough that pyarrow really compresses it (a buffer zstd cannot shrink is stored raw)
@@ -108,8 +98,8 @@ def warm() -> None:
         with pa.ipc.new_stream(sink, batch.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
             w.write_batch(batch)
         _WARM_STREAM = sink.getvalue()
-    ex = _executor()
-    threads = ex._max_workers
+    ex = workers.pool()
+    threads = workers.size()
     meet = threading.Barrier(threads)
 
     def one() -> None:
@@ -126,15 +116,14 @@ def warm() -> None:
 _WARM_STREAM: pa.Buffer | None = None
 
 
-def _forget_pool() -> None:  # a forked child (Spark's Python workers) has none of the parent's threads
-    global _pool, _lock, _held
-    _pool = None
+def _forget_held() -> None:  # a forked child (Spark's Python workers) holds nothing of the parent's
+    global _lock, _held
     _lock = threading.RLock()
     _held = 0
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_forget_pool)
+    os.register_at_fork(after_in_child=_forget_held)
 
 
 _ONE_THREAD = pa.ipc.IpcReadOptions(use_threads=False)
@@ -194,7 +183,7 @@ class ReadAhead:
             if len(self._flight) >= self._depth or not _hold():
                 return
             dec = self._free.pop() if self._free else self._make()
-            fut = _executor().submit(decode, dec, mapped, e.offset, e.length, e.crc)
+            fut = workers.pool().submit(decode, dec, mapped, e.offset, e.length, e.crc)
             self._flight[s] = (e.offset, e.length, fut, dec)
 
     def close(self) -> None:

@@ -12,13 +12,14 @@ CorruptLogError and changes nothing. Every step is safe to interrupt: the next w
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder
 from eventlog.encoding.ipc_file import Block, footer
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError, WriterFencedError
-from eventlog.events import Event, Messages
+from eventlog.events import Event, Messages, Progress
 from eventlog.header import StreamHeader
 from eventlog.log import PartWriter
 from eventlog.writer_mark import EPOCH_KEY, MAX_EPOCH, WRITER_KEY, WriterMark
@@ -35,6 +36,18 @@ if TYPE_CHECKING:
     from .log import FileLog
 
 _log = logging.getLogger("eventlog")
+
+_AHEAD = 2
+"""Messages events a ``sync="none"`` writer lets be encoded ahead at once before it waits for the oldest."""
+
+_QUEUEABLE_UPDATES = 1024
+"""A Progress event with at most this many updates is far inside every limit: it may wait in the queue behind
+events being encoded (a larger one is encoded in the caller, so that a LimitError is the caller's)."""
+
+
+def _queueable(event: Event) -> bool:
+    return isinstance(event, Progress) and len(event.updates) <= _QUEUEABLE_UPDATES
+
 
 _PROBE_LIMIT = 1 << 14
 """Candidate event starts a recovery tries after a torn tail before it decides nothing whole follows."""
@@ -87,6 +100,11 @@ class FilePartWriter(PartWriter):
         except OSError as e:
             raise io_error(e, stream=self.stream, part=self.part) from None
         self._seg: _OpenSegment | None = None
+        self._ahead = sync == "none" and log.encode_ahead and hasattr(self._codec, "start")
+        """Encode Messages events ahead on a pool thread (``sync="none"``: nothing is promised before rotation,
+        ``flush`` or ``close``, so an event may reach the files after ``append`` returned)."""
+        self._pending: deque[tuple[int, Event, object]] = deque()
+        """Events appended (their sequence ids given) but not yet written: being encoded, or queued behind one."""
         self._closed = False
         self._failed: EventLogError | None = None
         """Why this writer can append nothing more (a segment it could not put, or a writer that fenced it)."""
@@ -470,6 +488,20 @@ class FilePartWriter(PartWriter):
     def append(self, event: Event) -> int:
         self._check_usable()
         seq = self._next_seq
+        if self._ahead:
+            started = self._codec.start(event, seq)  # type: ignore[attr-defined]
+            if started is not None or (self._pending and _queueable(event)):
+                self._pending.append((seq, event, started))
+                self._next_seq = seq + 1
+                self._write_ready()
+                return seq
+            self._write_pending()
+        self._write(seq, event)
+        self._next_seq = seq + 1
+        return seq
+
+    def _write(self, seq: int, event: Event, started: object = None) -> None:
+        """Encode ``event`` as ``seq`` into the open segment (rotating first when it is full) and write it."""
         try:
             if self._seg is not None and self._seg.size >= self._log.segment_bytes:
                 self._close_segment()
@@ -479,7 +511,7 @@ class FilePartWriter(PartWriter):
             raise self._io(e) from None
         seg = self._seg
         assert seg is not None
-        body = seg.encoder.encode(seq, event)
+        body = seg.encoder.encode(seq, event, started) if started is not None else seg.encoder.encode(seq, event)
         kind = ix.KIND_MESSAGES if isinstance(event, Messages) else ix.KIND_PROGRESS
         try:
             seg.data.write(body)
@@ -489,8 +521,39 @@ class FilePartWriter(PartWriter):
         seg.size += len(body)
         seg.count += 1
         seg.dirty = True
-        self._next_seq = seq + 1
-        return seq
+
+    # -- encoding ahead (sync="none") -------------------------------------------------------------------
+
+    def _write_ready(self) -> None:
+        """Write the queued events whose encoding has finished, in order; wait for the oldest while more than
+        ``_AHEAD`` are still being encoded (so that memory stays bounded)."""
+        while self._pending:
+            seq, event, started = self._pending[0]
+            if started is not None and not started.done():  # type: ignore[attr-defined]
+                if sum(1 for _, _, s in self._pending if s is not None) <= _AHEAD:
+                    return
+            self._write_head()
+
+    def _write_pending(self) -> None:
+        """Write every queued event (waiting for their encoding): before anything that needs them in the
+        files (a sync that makes them durable, rotation, close) and before an event encoded in the caller."""
+        while self._pending:
+            self._write_head()
+
+    def _write_head(self) -> None:
+        seq, event, started = self._pending.popleft()
+        try:
+            self._write(seq, event, started)
+        except BaseException as e:
+            # later events already have their sequence ids: this writer can append nothing more
+            self._pending.clear()
+            if self._failed is None:
+                self._failed = e if isinstance(e, EventLogError) else EventLogError(
+                    f"encoding event {seq} failed: {type(e).__name__}: {e}", stream=self.stream, part=self.part,
+                    seq=seq)
+            if isinstance(e, EventLogError):
+                raise
+            raise self._failed from e
 
     def sync(self) -> None:
         self._sync(self._sync_mode)
@@ -504,6 +567,11 @@ class FilePartWriter(PartWriter):
     def _sync(self, mode: str) -> None:
         if self._failed is not None:
             self._check_usable()
+        if mode == "none":
+            if self._pending:
+                self._write_ready()
+            return
+        self._write_pending()
         seg = self._seg
         if seg is None or mode == "none" or not seg.dirty:
             return
@@ -527,9 +595,25 @@ class FilePartWriter(PartWriter):
         self._closed = True
         try:
             if self._failed is None:
+                self._write_pending()
                 self._close_segment()
         finally:
+            self._pending.clear()
+            if self._failed is not None:
+                self._abandon_segment()
             self._st.unlock(self._lock)
+
+    def _abandon_segment(self) -> None:
+        """Close a failed writer's open segment as it is, unsealed (what was written reaches the files; the
+        next writer of the part recovers it)."""
+        seg, self._seg = self._seg, None
+        if seg is None or self._st.objects:
+            return
+        for f in (seg.data, seg.index):
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 __all__ = ["FilePartWriter", "Recovery"]

@@ -45,6 +45,13 @@ class _BodyWriter:
             self._started = True
         return body
 
+    def chunks(self, batch: pa.RecordBatch, meta: "dict | None") -> "list[bytes | pa.Buffer]":
+        """``body``'s message as the pieces pyarrow wrote (its body buffers not copied)."""
+        if not self._started:
+            return [self.body(batch, meta)]
+        self._writer.write_batch(batch, custom_metadata=meta)
+        return self._sink.drain_chunks()
+
 
 class _ArrowSegmentEncoder:
     def __init__(self, codec: "ArrowCodec", metadata: "Mapping[str, bytes] | None" = None) -> None:

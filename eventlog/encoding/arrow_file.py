@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time as _clock
+from concurrent.futures import Future
 from typing import Mapping
 
 import numpy as np
@@ -25,9 +26,10 @@ import pyarrow.ipc as ipc
 
 from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
 from ..events import Event, Messages, Progress
+from .. import workers
 from ..header import StreamHeader
-from ..limits import (MAX_EVENT_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_UPDATES,
-                      MAX_EVENT_VALUES, check_limit, decoded_bytes_bound)
+from ..limits import (MAX_EVENT_BYTES, MAX_EVENT_DECODED_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS,
+                      MAX_EVENT_UPDATES, MAX_EVENT_VALUES, check_limit, decoded_bytes_bound)
 from ..records import constant_column, time_column
 from . import ipc_build
 from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
@@ -99,9 +101,15 @@ class _FileSegmentEncoder:
         cols = list(records.columns) + [time_column(event.time, n), constant_column(seq, n)]
         return pa.RecordBatch.from_arrays(cols, schema=self._schema)
 
-    def encode(self, seq: int, event: Event) -> bytes:
+    def encode(self, seq: int, event: Event, started: "Started | None" = None) -> bytes:
         """One record-batch message holding ``event`` with its write time; an event over the format's limits
-        raises LimitError (nothing is returned, so nothing is written)."""
+        raises LimitError (nothing is returned, so nothing is written). ``started``: the event's records as
+        ``ArrowFileCodec.start`` began to encode them (on a pool thread)."""
+        if started is not None and self._assembled:
+            body = self._assemble(seq, event, started)
+            self._blocks.append(block_of(body, self._offset))
+            self._offset += len(body)
+            return body
         if self._assembled:
             body = self._assemble(seq, event)
             self._blocks.append(block_of(body, self._offset))
@@ -115,25 +123,26 @@ class _FileSegmentEncoder:
         return body
 
 
-    def _assemble(self, seq: int, event: Event) -> bytes:
+    def _assemble(self, seq: int, event: Event, started: "Started | None" = None) -> bytes:
         """``encode``'s message built by ``ipc_build`` (the bytes readers see are those of pyarrow's writer:
         one record-batch message of the segment schema with the same custom metadata)."""
         stream = self._codec.header.stream
         where = {"stream": stream, "seq": seq}
         ts = str(now_ms()).encode()
         if isinstance(event, Messages):
-            records = event.records
-            n = check_limit("records in one event", records.num_rows, MAX_EVENT_RECORDS, **where)
-            if self._records is None:
-                self._records = _BodyWriter(self._codec.header.schema, self._codec.records_message,
-                                            self._codec.write_options)
-            schema = self._codec.header.schema
-            if records.schema is not schema and not records.schema.equals(schema):
-                records = pa.RecordBatch.from_arrays(records.columns, schema=schema)  # as _rows does (nullability)
-            raw = self._records.body(records, None)  # pyarrow compresses the stream's own columns
-            parts = ipc_build.parse(raw)
-            values, decoded = ipc_build.totals(parts, memoryview(raw)[parts.body_start:])
-            user_end = parts.body_start + parts.body_length
+            if started is not None:
+                n = event.records.num_rows
+                chunks = [started.message()]
+            else:
+                records = event.records
+                n = check_limit("records in one event", records.num_rows, MAX_EVENT_RECORDS, **where)
+                if self._records is None:
+                    self._records = _BodyWriter(self._codec.header.schema, self._codec.records_message,
+                                                self._codec.write_options)
+                chunks = self._records.chunks(self._codec.conform(records), None)
+            # pyarrow compressed the stream's own columns; its body buffers are joined into the message once
+            parts, user_body = ipc_build.split(chunks)
+            values, decoded = ipc_build.totals(parts, user_body)
             at = parts.body_length + (-parts.body_length % 8)
             columns = []  # (_time, _seq): one value each
             for value in (event.time, seq):
@@ -147,9 +156,9 @@ class _FileSegmentEncoder:
                 at += len(data) + (-len(data) % 8)
             nodes = parts.nodes + ipc_build.node(n) + ipc_build.node(n)
             buffers = parts.buffers + b"".join(ipc_build.buffer(o, 0) + ipc_build.buffer(o, len(d)) for o, d in columns)
-            meta = [(_SEQ, str(seq).encode()), (_KIND, b"messages"), (_TIME, json.dumps(event.time).encode()), (_TS, ts)]
+            meta = [(_SEQ, str(seq).encode()), (_KIND, b"messages"), (_TIME, _json_time(event.time)), (_TS, ts)]
             head = ipc_build.header(n, nodes, buffers, parts.compressed, parts.variadic, at, meta)
-            pieces = [head, memoryview(raw)[parts.body_start:user_end], b"\0" * (-parts.body_length % 8)]
+            pieces = [head, *_cut(user_body, parts.body_length), b"\0" * (-parts.body_length % 8)]
             for _, data in columns:
                 pieces += [data, b"\0" * (-len(data) % 8)]
             body = b"".join(pieces)
@@ -180,6 +189,60 @@ class _FileSegmentEncoder:
 
 
 _ROWS = _FileSegmentEncoder._rows
+
+
+class Started:
+    """A Messages event's own columns being encoded on a pool thread (``ArrowFileCodec.start``)."""
+
+    def __init__(self, future: "Future[pa.Buffer]") -> None:
+        self._future = future
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def message(self) -> pa.Buffer:
+        """The record-batch message pyarrow wrote (waits for it; raises what encoding raised)."""
+        return self._future.result()
+
+
+def _record_message(schema: pa.Schema, prefix: bytes, options: ipc.IpcWriteOptions,
+                    records: pa.RecordBatch) -> pa.Buffer:
+    """``records``' record-batch message as pyarrow's stream writer writes it, into a stream of its own: no
+    Python callback and no shared state, so it runs on a pool thread with the GIL released."""
+    sink = pa.BufferOutputStream()
+    writer = ipc.new_stream(sink, schema, options=options)
+    writer.write_batch(records)
+    out = sink.getvalue()
+    if out.size < len(prefix) or out.slice(0, len(prefix)) != pa.py_buffer(prefix):
+        raise RuntimeError("pyarrow wrote an unexpected IPC schema message")
+    return out.slice(len(prefix))
+
+
+_FLAT = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string,
+         pa.types.is_binary, pa.types.is_large_string, pa.types.is_large_binary, pa.types.is_temporal,
+         pa.types.is_decimal, pa.types.is_fixed_size_binary, pa.types.is_null)
+_SAFE_BYTES = min(MAX_EVENT_BYTES, MAX_EVENT_DECODED_BYTES) // 2
+"""Events whose buffers hold at most this many bytes are far inside the stored and decoded limits (zstd
+expands nothing by more than a fraction of a percent)."""
+
+
+def _json_time(time: object) -> bytes:
+    """``json.dumps(time)`` as bytes (an int's decimal digits without the encoder's call)."""
+    return str(time).encode() if type(time) is int else json.dumps(time).encode()
+
+
+def _cut(chunks: list, length: int) -> list:
+    """The pieces of ``chunks`` that make up their first ``length`` bytes (the message's body, without
+    anything pyarrow wrote after it)."""
+    out = []
+    for c in chunks:
+        if length <= 0:
+            break
+        if len(c) > length:
+            c = memoryview(c)[:length]
+        out.append(c)
+        length -= len(c)
+    return out
 
 
 class _FileSegmentDecoder(_ArrowSegmentDecoder):
@@ -229,11 +292,38 @@ class ArrowFileCodec(ArrowCodec):
         check_no_meta_columns(header)
         self.records_message = self.prefix
         """The IPC schema message of the stream's own columns."""
+        self._flat = not header.time_type.arity and all(any(is_(f.type) for is_ in _FLAT) for f in header.schema)
+        """Events can be encoded ahead (``start``): int64 times and columns without children."""
         self.schema = pa.schema(list(header.schema) + meta_fields(header), metadata=header.schema.metadata)
         self.prefix = LEADING_MAGIC + self.schema.serialize().to_pybytes()
 
     def new_segment(self, metadata: "Mapping[str, bytes] | None" = None, *, part: int = 0) -> _FileSegmentEncoder:
         return _FileSegmentEncoder(self, metadata)
+
+    def conform(self, records: pa.RecordBatch) -> pa.RecordBatch:
+        """``records`` with exactly the stream's schema object (nullability and metadata as declared)."""
+        schema = self.header.schema
+        if records.schema is not schema and not records.schema.equals(schema):
+            records = pa.RecordBatch.from_arrays(records.columns, schema=schema)
+        return records
+
+    def start(self, event: Event, seq: int) -> "Started | None":
+        """Begin encoding a Messages event's own columns on a pool thread, for a writer that appends it later
+        (``encode(seq, event, started)``); None when the event is not one to encode ahead: another event kind,
+        a nested schema or product times (encoded whole), or records that might come near a limit (encoded in
+        the caller, so that LimitError is raised by the call that appends them). The checks a writer must
+        raise at once (the record count) are made here."""
+        if not isinstance(event, Messages) or not self._flat or not self.assemble:
+            return None
+        records = event.records
+        n = check_limit("records in one event", records.num_rows, MAX_EVENT_RECORDS,
+                        stream=self.header.stream, seq=seq)
+        if (n * (len(self.header.schema) + 2) > MAX_EVENT_VALUES
+                or records.get_total_buffer_size() + 16 * n > _SAFE_BYTES):
+            return None
+        records = self.conform(records)
+        return Started(workers.pool().submit(_record_message, self.header.schema, self.records_message,
+                                          self.write_options, records))
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
         return dict(self._read_schema(self._message_of(prefix)).metadata or {})
@@ -254,4 +344,4 @@ class ArrowFileCodec(ArrowCodec):
         return _FileSegmentDecoder(self, prefix)
 
 
-__all__ = ["META_COLUMNS", "ArrowFileCodec", "check_no_meta_columns", "meta_fields", "now_ms"]
+__all__ = ["META_COLUMNS", "ArrowFileCodec", "Started", "check_no_meta_columns", "meta_fields", "now_ms"]

@@ -16,6 +16,7 @@ field aligned as flatbuffers' verifier (and so pyarrow) requires.
 
 from __future__ import annotations
 
+import bisect
 import struct
 from typing import NamedTuple, Sequence
 
@@ -105,6 +106,37 @@ def parse(message: "bytes | memoryview") -> BatchParts:
         compressed = True
     return BatchParts(length, vector(rb, 1, 16) or b"", vector(rb, 2, 16) or b"", compressed, vector(rb, 4, 8),
                       8 + meta_len, body_length)
+
+
+def split(chunks: "Sequence[bytes | memoryview]") -> "tuple[BatchParts, list]":
+    """``parse`` of the message pyarrow's writer handed over as ``chunks`` (``DrainSink.drain_chunks``, or one
+    buffer), and its body as the pieces they hold (the body buffers not copied)."""
+    head = b""
+    rest: list = []
+    need = 8
+    i = 0
+    while len(head) < need:
+        if i == len(chunks):
+            raise ValueError("IPC message shorter than its metadata")
+        c = memoryview(chunks[i])
+        i += 1
+        take = need - len(head)
+        head += bytes(c[:take])
+        if len(c) > take:
+            rest = [c[take:]]
+        if need == 8 and len(head) == 8:
+            need = max(8, 8 + _I32.unpack_from(head, 4)[0])
+            if rest and need > 8:  # the metadata continues in this chunk
+                c, rest = rest[0], []
+                take = need - 8
+                head += bytes(c[:take])
+                if len(c) > take:
+                    rest = [c[take:]]
+    parts = parse(head)
+    body = rest + list(chunks[i:])
+    if sum(len(c) for c in body) < parts.body_length:
+        raise ValueError("IPC message shorter than its body")
+    return parts, body
 
 
 def _pad(n: int, to: int = 8) -> bytes:
@@ -240,18 +272,40 @@ def buffer(offset: int, length: int) -> bytes:
     return _NODE.pack(offset, length)
 
 
-def totals(parts: BatchParts, body: "bytes | memoryview") -> tuple[int, int]:
+def totals(parts: BatchParts, body: "bytes | memoryview | Sequence[bytes | memoryview]") -> tuple[int, int]:
     """``(values, decoded bytes)`` the message declares (FORMAT.md "Limits"): its node lengths summed, and
-    its buffers' sizes once decompressed (``body`` is the message's body)."""
+    its buffers' sizes once decompressed (``body`` is the message's body, whole or as ``split``'s pieces)."""
     values = sum(struct.unpack_from("<" + "q8x" * (len(parts.nodes) // 16), parts.nodes)) if parts.nodes else 0
     decoded = 0
+    read = _reader(body) if isinstance(body, (list, tuple)) else (lambda at: bytes(body[at : at + 8]))
     for offset, length in struct.iter_unpack("<qq", parts.buffers):
         if not parts.compressed or length == 0:
             decoded += length
             continue
-        declared = int.from_bytes(body[offset : offset + 8], "little", signed=True)
+        declared = int.from_bytes(read(offset), "little", signed=True)
         decoded += length - 8 if declared == -1 else declared
     return values, decoded
 
 
-__all__ = ["BatchParts", "buffer", "header", "node", "parse", "totals"]
+def _reader(chunks: "Sequence[bytes | memoryview]"):  # noqa: ANN202
+    """The 8 bytes at a body offset, read across ``chunks`` (fewer at the body's end)."""
+    starts = []
+    pos = 0
+    for c in chunks:
+        starts.append(pos)
+        pos += len(c)
+
+    def read(at: int) -> bytes:
+        out = b""
+        j = max(0, bisect.bisect_right(starts, at) - 1)
+        while len(out) < 8 and j < len(chunks):
+            c = memoryview(chunks[j])
+            lo = max(0, at + len(out) - starts[j])
+            out += bytes(c[lo : lo + 8 - len(out)])
+            j += 1
+        return out
+
+    return read
+
+
+__all__ = ["BatchParts", "buffer", "header", "node", "parse", "split", "totals"]
