@@ -26,7 +26,9 @@ steady state (the best of replays 2 and 3) ÷ the first replay, in CPU time of t
 pyarrow's threads included: an import is CPU work, and CPU time barely moves with the load of a shared machine,
 where wall time of a ~30 ms replay does): 1.0 means the first replay pays nothing the later ones do not (target
 ≥ 0.8; a first-call import of pandas, ~0.3 s against a ~0.1 s replay, would give ~0.25). Wall times are listed
-beside; the child also lists the modules the first replay imported (none expected).
+beside; the child also lists the modules the first replay imported (none expected). The same ratio in user CPU
+alone is information: it tells whether a first replay's extra CPU is work of its own (Python, an import) or
+system time (the kernel handing pyarrow's allocator fresh memory, which later replays reuse).
 
 Rates are captured rows per second of wall time for the whole replay (all workers).
 """
@@ -38,6 +40,7 @@ import datetime
 import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -177,16 +180,17 @@ def first_call_child(root: str) -> None:
     log = open_log(root)
     t2 = time.perf_counter()
     before = set(sys.modules)
-    times, cpu = [], []
+    times, cpu, user = [], [], []
     for _ in range(3):
-        s, c = time.perf_counter(), time.process_time()
+        s, c, u = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
         n = replay_workers(root, "assign", stream="f")
         times.append(time.perf_counter() - s)
         cpu.append(time.process_time() - c)
+        user.append(resource.getrusage(resource.RUSAGE_SELF).ru_utime - u)
         if len(times) == 1:
             new = sorted(set(sys.modules) - before)
     log.close()
-    print(json.dumps({"import": t1 - t0, "open": t2 - t1, "replays": times, "cpu": cpu, "rows": n,
+    print(json.dumps({"import": t1 - t0, "open": t2 - t1, "replays": times, "cpu": cpu, "user": user, "rows": n,
                       "new_modules": new}))
 
 
@@ -248,6 +252,7 @@ def main() -> int:
             table.append([name, fmt_count_rate(total, t), f"{t:.3f}", f"{s.median(name):.3f}",
                           f"{s.spread(name):.0%}", vs])
         first = Ratio([min(f["cpu"][1:]) / f["cpu"][0] for f in firsts])
+        first_user = Ratio([min(f["user"][1:]) / f["user"][0] for f in firsts])
         print(f"eventlog replay vs plain pyarrow  ({datetime.datetime.now():%Y-%m-%d %H:%M})")
         print(f"{total:,} rows in {PARTS} parts, batches of {args.batch:,}, {WORKERS} replay workers, "
               f"{args.rounds} interleaved rounds; {load}")
@@ -256,9 +261,10 @@ def main() -> int:
         print()
         print(f"first replay in a fresh process ({first_total:,} rows, 3 assign workers), per round:")
         print(format_table(["round", "import s", "open_log s", "1st replay s (cpu)", "2nd s (cpu)", "3rd s (cpu)",
-                            "modules the 1st imported"],
+                            "1st / later user cpu s", "modules the 1st imported"],
                            [[i + 1, f"{f['import']:.3f}", f"{f['open']:.3f}",
-                             *(f"{x:.3f} ({c:.3f})" for x, c in zip(f["replays"], f["cpu"])), len(f["new_modules"])]
+                             *(f"{x:.3f} ({c:.3f})" for x, c in zip(f["replays"], f["cpu"])),
+                             f"{f['user'][0]:.3f} / {min(f['user'][1:]):.3f}", len(f["new_modules"])]
                             for i, f in enumerate(firsts)], markdown=True))
         new = sorted({m for f in firsts for m in f["new_modules"]})
         if new:
@@ -273,6 +279,7 @@ def main() -> int:
         print(headline("replay repartition (one replayer per worker) / assign",
                        s.ratio("replay repartition, one replayer per worker", "replay assign (3 workers)"), None, load))
         print(headline("first replay in a fresh process (steady / first)", first, FIRST_TARGET, load))
+        print(headline("first replay in a fresh process, user CPU only (steady / first)", first_user, None, load))
     finally:
         shutil.rmtree(root, ignore_errors=True)  # our own folder (inside --dir when given)
     return 0
