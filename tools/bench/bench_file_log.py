@@ -26,7 +26,9 @@ avro write
   plain     ``fastavro.writer(open(path, "wb"), schema, records, codec="zstandard")`` (default sync_interval) with
             ``records = chain.from_iterable(b.to_pylist() for b in batches)``, schema a flat record
             ``{id: long, s: string}``. Starts from the same Arrow batches as eventlog. No fsync.
-  eventlog  as for arrow, with ``encoding="avro"``.
+  eventlog  as for arrow, with ``encoding="avro"`` and ``open_log(..., avro_codec="zstandard")``: the plain
+            writer's codec (format 2.x Avro segments default to deflate, which every Avro reader has).
+            Information: the same at ``sync="none"`` with the default deflate codec.
 avro read
   plain     ``fastavro.reader(open(path, "rb"))``, rows grouped by ``--batch`` into
             ``pa.RecordBatch.from_pylist(rows, schema=schema)``.
@@ -163,15 +165,17 @@ def plain_avro_read(path: str, batch: int) -> int:
     return rows
 
 
-def eventlog_write(encoding: str, sync: str, *, assemble: bool = True) -> Callable[[str, list[pa.RecordBatch]], int]:
+def eventlog_write(encoding: str, sync: str, *, assemble: bool = True,
+                   avro_codec: str = "zstandard") -> Callable[[str, list[pa.RecordBatch]], int]:
     """The eventlog write case; ``assemble=False`` writes every 2.x Arrow event through pyarrow's IPC writer
-    whole (``ArrowFileCodec.assemble``, the path before issue 17: shows what assembling saves, same rounds)."""
+    whole (``ArrowFileCodec.assemble``, the path before issue 17: shows what assembling saves, same rounds).
+    Avro segments use ``avro_codec``: zstandard, the plain writer's codec, unless a case says otherwise."""
     from eventlog.encoding.arrow_file import ArrowFileCodec
 
     def write(path: str, batches: list[pa.RecordBatch]) -> int:
         ArrowFileCodec.assemble = assemble
         try:
-            log = open_log(path, sync=sync)
+            log = open_log(path, sync=sync, avro_codec=avro_codec)
             with Capture(log, STREAM, worker=0, peers=1, schema=SCHEMA, encoding=encoding) as cap:
                 for t, b in enumerate(batches):
                     cap.send(t, b)
@@ -199,6 +203,10 @@ PLAIN = {"arrow": ("plain pyarrow.ipc", plain_arrow_write, plain_arrow_read),
 SYNC_MODES = ("none", "fsync")
 UNASSEMBLED = "eventlog sync=none, pyarrow writer"
 """Information (arrow): every event through pyarrow's IPC writer whole, as before issue 17."""
+DEFLATE = "eventlog sync=none, deflate"
+"""Information (avro): 2.x Avro segments with the log's default block codec (deflate) instead of zstandard."""
+EXTRA = {"arrow": (UNASSEMBLED, {"assemble": False}), "avro": (DEFLATE, {"avro_codec": "deflate"})}
+"""Each encoding's information case, written at ``sync="none"`` beside the judged one."""
 
 
 def verify(path: str, encoding: str, batches: list[pa.RecordBatch]) -> None:
@@ -252,9 +260,9 @@ def run(args: argparse.Namespace, batches: list[pa.RecordBatch], root: str) -> t
             writes = [(f"{encoding}/write/{label}", plain_path, plain_write)] + [
                 (f"{encoding}/write/eventlog sync={s}", log_path[s], eventlog_write(encoding, s)) for s in SYNC_MODES
             ]
-            if encoding == "arrow":
-                writes.append((f"{encoding}/write/{UNASSEMBLED}", log_path["none"] + "-pyarrow",
-                               eventlog_write(encoding, "none", assemble=False)))
+            extra, options = EXTRA[encoding]
+            writes.append((f"{encoding}/write/{extra}", log_path["none"] + "-extra", eventlog_write(encoding, "none",
+                                                                                                **options)))
             k = rep % len(writes)
             for name, path, fn in writes[k:] + writes[:k]:  # rotate the order between repetitions
                 remove(path)
@@ -262,9 +270,8 @@ def run(args: argparse.Namespace, batches: list[pa.RecordBatch], root: str) -> t
             remove(log_path["fsync"])
             if rep == 0 and args.verify:
                 verify(log_path["none"], encoding, batches)
-                if encoding == "arrow":
-                    verify(log_path["none"] + "-pyarrow", encoding, batches)
-            remove(log_path["none"] + "-pyarrow")
+                verify(log_path["none"] + "-extra", encoding, batches)
+            remove(log_path["none"] + "-extra")
             reads = [(f"{encoding}/read/{label}", lambda: plain_read(plain_path, args.batch)),
                      (f"{encoding}/read/eventlog log.reader", lambda: eventlog_read(log_path["none"], args.batch))]
             if rep % 2:
@@ -278,7 +285,7 @@ def run(args: argparse.Namespace, batches: list[pa.RecordBatch], root: str) -> t
     table = []
     for encoding in args.encodings:
         label = PLAIN[encoding][0]
-        writes = [f"eventlog sync={s}" for s in SYNC_MODES] + ([UNASSEMBLED] if encoding == "arrow" else [])
+        writes = [f"eventlog sync={s}" for s in SYNC_MODES] + [EXTRA[encoding][0]]
         for op, ours in (("write", writes), ("read", ["eventlog log.reader"])):
             base = f"{encoding}/{op}/{label}"
             for who in [label, *ours]:
