@@ -234,6 +234,35 @@ def test_other_schemas_and_encodings_are_encoded_in_the_call(tmp_path):
         assert len(_events(str(tmp_path / str(i)), "s")) == 2
 
 
+def test_records_changed_by_the_caller_after_send_are_logged_as_sent(tmp_path):
+    """A batch may share memory with the caller's numpy arrays (``pa.array(ndarray)`` copies nothing), which
+    the caller may fill again once ``send`` returns: what is logged is what was sent. The pool is kept busy so
+    that the event's encoding starts only after the caller changed its array."""
+    import threading
+
+    gate = threading.Event()
+    blockers = [workers.pool().submit(gate.wait, 30) for _ in range(workers.size())]
+    try:
+        log = open_log(str(tmp_path), sync="none")
+        cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+        ids = np.arange(1_000, dtype=np.int64)
+        floats = np.arange(1_000) / 7.0
+        batch = pa.record_batch([pa.array(ids), pa.array([f"r{i:06d}" for i in ids]), pa.array(floats)],
+                                schema=SCHEMA)
+        want = pa.record_batch([pa.array(ids.copy()), batch.column(1), pa.array(floats.copy())], schema=SCHEMA)
+        cap.send(0, batch)
+        assert _writer(cap)._pending  # queued behind the busy pool
+        ids[:] = -1  # the caller reuses its arrays for the next batch
+        floats[:] = 0.0
+    finally:
+        gate.set()
+        for b in blockers:
+            b.result()
+    cap.close()
+    got = [e for _, e in _events(str(tmp_path), "s") if isinstance(e, Messages)]
+    assert [e.records for e in got] == [want]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
 def test_a_forked_child_starts_its_own_pool(tmp_path):
     log = open_log(str(tmp_path), sync="none")
