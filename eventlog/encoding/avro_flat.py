@@ -122,6 +122,24 @@ def _column_encoder(t: pa.DataType) -> "Callable[[pa.Array], _Piece | None] | No
     return None
 
 
+def _scatter_ragged(out: np.ndarray, dest: np.ndarray, p: _Piece) -> None:
+    """Copy row r's ``p.ragged[r]`` source bytes (from ``p.src_start[r]`` in ``p.data``) to ``out[dest[r]:]``."""
+    assert p.data is not None and p.src_start is not None and p.ragged is not None
+    lens = p.ragged
+    total = int(lens.sum())
+    if not total:
+        return
+    before = np.cumsum(lens) - lens  # where each row's bytes start among all the copied bytes
+    first = int(p.src_start[0])
+    if np.array_equal(p.src_start - first, before):  # the rows' bytes lie back to back in the source (usual)
+        src = p.data[first:first + total]
+        out[np.repeat(dest - before, lens) + np.arange(total)] = src
+        return
+    rows = np.repeat(np.arange(len(lens)), lens)
+    within = np.arange(total) - before[rows]
+    out[dest[rows] + within] = p.data[p.src_start[rows] + within]
+
+
 def row_encoder(raw: pa.Schema) -> "Callable[[pa.RecordBatch, bytes], bytes] | None":
     """What encodes the rows of a batch of the raw (storage-typed) schema ``raw`` followed by a suffix in every
     row, or None when a column's type is not one this module encodes."""
@@ -144,11 +162,7 @@ def row_encoder(raw: pa.Schema) -> "Callable[[pa.RecordBatch, bytes], bytes] | N
             mask = np.arange(w)[None, :] < p.lengths[:, None]
             out[(at[:, None] + np.arange(w)[None, :])[mask]] = p.matrix[mask]
             if p.ragged is not None:
-                total = int(p.ragged.sum())
-                if total:
-                    rows = np.repeat(np.arange(n), p.ragged)
-                    within = np.arange(total) - np.repeat(np.cumsum(p.ragged) - p.ragged, p.ragged)
-                    out[(at + p.lengths)[rows] + within] = p.data[p.src_start[rows] + within]
+                _scatter_ragged(out, at + p.lengths, p)
             at = at + s
         if suffix:
             tail = np.frombuffer(suffix, dtype=np.uint8)
