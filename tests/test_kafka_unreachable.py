@@ -115,8 +115,14 @@ def test_the_replication_factor_setting_reaches_every_topic_eventlog_creates(kaf
     store = KafkaChannelStore(uri, "job")
     store.prepare(1, ["a.0-b.0"])
     store.close()
-    md = AdminClient({"bootstrap.servers": bs}).list_topics(timeout=30)
-    mine = {t: m for t, m in md.topics.items() if t.startswith(prefix)}
+    admin = AdminClient({"bootstrap.servers": bs})
+    deadline = time.monotonic() + 30
+    while True:  # this client may ask a broker whose metadata has not caught up with the new topics yet
+        md = admin.list_topics(timeout=30)
+        mine = {t: m for t, m in md.topics.items() if t.startswith(prefix)}
+        if len(mine) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert len(mine) == 2, sorted(mine)
     assert all(len(p.replicas) == 2 for m in mine.values() for p in m.partitions.values())
     with pytest.raises(InvalidURIError, match="replication.factor"):
