@@ -36,7 +36,6 @@ import fcntl
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -172,21 +171,21 @@ def _starts_own_broker(step: Step) -> bool:
 
 
 def _free_port_pair() -> int:
-    """A port p with p and p+1 free (a one-node cluster: clients on p, its controller on p+1)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port > 60000:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
+    """A port p with p and p+1 free (a one-node cluster: clients on p, its controller on p+1), below the
+    kernel's ephemeral range (32768-60999 here): a port picked there can be taken by any outgoing connection of
+    another test in the seconds before the broker binds it (a CI run lost its controller port that way).
+    Each pytest-xdist worker searches a block of its own (``tests._ports``)."""
+    import random
+
+    from tests._ports import port_free, worker_index
+
+    base = 23000 + 400 * worker_index()
+    candidates = list(range(base, base + 400, 2))
+    random.shuffle(candidates)
+    for port in candidates:
+        if port_free(port) and port_free(port + 1):
             return port
-        except OSError:
-            continue
-    raise AssertionError("no two free consecutive ports")
+    raise AssertionError(f"no two free consecutive ports in {base}..{base + 399}")
 
 
 def _delete_topics(bootstrap: str, prefixes: set[str]) -> None:

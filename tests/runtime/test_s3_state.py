@@ -590,6 +590,8 @@ def test_the_store_stopping_mid_run_ends_the_run_with_a_clear_error(own_s3, tmp_
     t.join(10)
     assert stopped, "the server was not stopped"
     text = str(e.value)
-    assert "the object store failed to" in text and f"{ck}/stop/" in (e.value.path or ""), text
+    # the path of whatever the run asked first after the stop: an object under the job's checkpoints, or (when
+    # the stop lands between two writes) the listing of the job's checkpoint folder itself
+    assert "the object store failed to" in text and (e.value.path or "").startswith(f"{ck}/stop"), text
     assert "host" in text
 
