@@ -95,6 +95,15 @@ class Step:
     batch: pa.RecordBatch | None = None
     frontier: tuple = ()
 
+    def apply(self, cap) -> None:  # noqa: ANN001 - a Capture
+        """Make this call on ``cap``."""
+        if self.op == "send":
+            cap.send(self.time, self.batch)
+        elif self.op == "advance":
+            cap.advance_to(list(self.frontier))
+        else:
+            cap.close()
+
 
 @st.composite
 def schedules(draw: st.DrawFn, schema: pa.Schema, time_type: TimeType, max_steps: int = 12) -> list[Step]:

@@ -54,12 +54,7 @@ def test_any_schedule_leaves_the_log_a_writer_encoding_in_the_call_leaves(tmp_pa
         cap = Capture(log, "s", 0, 1, schema=schema)
         assert _writer(cap)._ahead == (sync == "none")
         for i, step in enumerate(steps):
-            if step.op == "send":
-                cap.send(step.time, step.batch)
-            elif step.op == "advance":
-                cap.advance_to(list(step.frontier))
-            else:
-                cap.close()
+            step.apply(cap)
             if i in flush_at and step.op != "close":
                 cap.flush()
         if not steps or steps[-1].op != "close":

@@ -32,12 +32,7 @@ def run_capture(log, schema, time_type, plans, encoding):
     for part, steps in enumerate(plans):
         cap = Capture(log, "s", part, len(plans), schema=schema, encoding=encoding, time=time_type.name)
         for s in steps:
-            if s.op == "send":
-                cap.send(s.time, s.batch)
-            elif s.op == "advance":
-                cap.advance_to(list(s.frontier))
-            else:
-                cap.close()
+            s.apply(cap)
         cap.abort()  # a schedule without close leaves the part open
 
 

@@ -44,7 +44,7 @@ and may run from a garbage collection inside a section that holds it."""
 
 def _budget() -> int:
     """How many events all readers of the process may hold decoded ahead at once."""
-    return 2 * max(2, os.cpu_count() or 1)
+    return 2 * workers.size()
 
 
 def _hold() -> bool:

@@ -573,7 +573,7 @@ class FilePartWriter(PartWriter):
             return
         self._write_pending()
         seg = self._seg
-        if seg is None or mode == "none" or not seg.dirty:
+        if seg is None or not seg.dirty:
             return
         try:
             if self._st.objects:  # seal the segment: the object is durable and visible once put

@@ -105,13 +105,8 @@ class _FileSegmentEncoder:
         """One record-batch message holding ``event`` with its write time; an event over the format's limits
         raises LimitError (nothing is returned, so nothing is written). ``started``: the event's records as
         ``ArrowFileCodec.start`` began to encode them (on a pool thread)."""
-        if started is not None and self._assembled:
-            body = self._assemble(seq, event, started)
-            self._blocks.append(block_of(body, self._offset))
-            self._offset += len(body)
-            return body
         if self._assembled:
-            body = self._assemble(seq, event)
+            body = self._assemble(seq, event, started)
             self._blocks.append(block_of(body, self._offset))
             self._offset += len(body)
             return body

@@ -111,32 +111,25 @@ def parse(message: "bytes | memoryview") -> BatchParts:
 def split(chunks: "Sequence[bytes | memoryview]") -> "tuple[BatchParts, list]":
     """``parse`` of the message pyarrow's writer handed over as ``chunks`` (``DrainSink.drain_chunks``, or one
     buffer), and its body as the pieces they hold (the body buffers not copied)."""
-    head = b""
-    rest: list = []
-    need = 8
-    i = 0
-    while len(head) < need:
-        if i == len(chunks):
-            raise ValueError("IPC message shorter than its metadata")
-        c = memoryview(chunks[i])
-        i += 1
-        take = need - len(head)
-        head += bytes(c[:take])
-        if len(c) > take:
-            rest = [c[take:]]
-        if need == 8 and len(head) == 8:
-            need = max(8, 8 + _I32.unpack_from(head, 4)[0])
-            if rest and need > 8:  # the metadata continues in this chunk
-                c, rest = rest[0], []
-                take = need - 8
-                head += bytes(c[:take])
-                if len(c) > take:
-                    rest = [c[take:]]
-    parts = parse(head)
-    body = rest + list(chunks[i:])
-    if sum(len(c) for c in body) < parts.body_length:
+    pieces = [memoryview(c) for c in chunks]
+
+    def take(n: int) -> bytes:  # the next n bytes, consumed from the pieces
+        out = b""
+        while len(out) < n:
+            if not pieces:
+                raise ValueError("IPC message shorter than its metadata")
+            c = pieces.pop(0)
+            k = n - len(out)
+            out += bytes(c[:k])
+            if len(c) > k:
+                pieces.insert(0, c[k:])
+        return out
+
+    start = take(8)
+    parts = parse(start + take(max(0, _I32.unpack_from(start, 4)[0])))
+    if sum(len(c) for c in pieces) < parts.body_length:
         raise ValueError("IPC message shorter than its body")
-    return parts, body
+    return parts, pieces
 
 
 def _pad(n: int, to: int = 8) -> bytes:
@@ -272,12 +265,12 @@ def buffer(offset: int, length: int) -> bytes:
     return _NODE.pack(offset, length)
 
 
-def totals(parts: BatchParts, body: "bytes | memoryview | Sequence[bytes | memoryview]") -> tuple[int, int]:
+def totals(parts: BatchParts, body: "Sequence[bytes | memoryview]") -> tuple[int, int]:
     """``(values, decoded bytes)`` the message declares (FORMAT.md "Limits"): its node lengths summed, and
-    its buffers' sizes once decompressed (``body`` is the message's body, whole or as ``split``'s pieces)."""
+    its buffers' sizes once decompressed (``body`` is the message's body as ``split``'s pieces)."""
     values = sum(struct.unpack_from("<" + "q8x" * (len(parts.nodes) // 16), parts.nodes)) if parts.nodes else 0
     decoded = 0
-    read = _reader(body) if isinstance(body, (list, tuple)) else (lambda at: bytes(body[at : at + 8]))
+    read = _reader(body)
     for offset, length in struct.iter_unpack("<qq", parts.buffers):
         if not parts.compressed or length == 0:
             decoded += length

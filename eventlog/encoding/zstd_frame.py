@@ -132,8 +132,8 @@ def constant_int64_frame(value: int, count: int) -> bytes:
     if shape is None:
         if len(_SHAPES) >= 16:
             _SHAPES.clear()
-        frame = _build_constant_frame(0, count)
-        shape = _SHAPES[count] = (frame[: _literals_at(count)], frame[_literals_at(count) + 8 :])
+        frame, at = _build_constant_frame(0, count), _literals_at(count)
+        shape = _SHAPES[count] = (frame[:at], frame[at + 8 :])
     return shape[0] + (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little") + shape[1]
 
 
