@@ -20,6 +20,7 @@ from ..header import StreamHeader
 from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_HEADER_BYTES, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
 from .ipc_message import check_record_batch_message
 from .sink import DrainSink
+from .validate import validate_full
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _SEQ, _KIND, _TIME, _UPDATES = b"eventlog.seq", b"eventlog.kind", b"eventlog.time", b"eventlog.updates"
@@ -167,7 +168,7 @@ class _ArrowSegmentDecoder:
         if kind == b"messages":
             if batch.num_rows == 0:
                 raise ValueError("messages event without records")
-            batch.validate(full=True)  # offsets, lengths and UTF-8 of every array: nothing unsafe leaves here
+            validate_full(batch)  # offsets, lengths and UTF-8 of every array: nothing unsafe leaves here
             time = check(_tuples(_json(meta[_TIME])))
             batch = self._records(batch, seq, time)
             if self._strip_metadata:  # the segment's own metadata (writer epoch) is not the records'

@@ -33,6 +33,7 @@ from .avro_scan import EventScanner
 from .avro_types import avro_record_schema, strip_logical
 from .sink import DrainSink
 from .zstd_frame import bounded_decompress, frame_bounds
+from .validate import validate_full
 
 _SYNC_SIZE = 16
 _MAGIC = b"Obj\x01"
@@ -189,7 +190,7 @@ class _AvroSegmentDecoder:
                 raise ValueError("messages event with updates")
             batch = pa.RecordBatch.from_pylist(rows, schema=codec.raw_schema)
             batch = _cast_columns(batch, codec.header.schema, codec.cast_columns)
-            batch.validate(full=True)
+            validate_full(batch)
             return seq, Messages(check(tuple(t) if isinstance(t, list) else t), batch)
         if t is not None or rec["records"]:
             raise ValueError("progress event with a time or records")

@@ -56,6 +56,7 @@ from .avro_scan import UpdatesWalk, _Compiler, _Counter
 from .avro_flat import row_encoder
 from .avro_types import avro_record_schema
 from .zstd_frame import bounded_decompress
+from .validate import validate_full
 
 ROW_COLUMNS = ("_time", "_seq", "_ts", "_updates")
 """The fields a 2.x Avro row appends to the stream's fields."""
@@ -403,7 +404,7 @@ class AvroRowsCodec:
         for i in self.required:
             if batch.column(i).null_count:
                 raise ValueError(f"null in column {self._names[i]!r}, which the stream schema declares non-nullable")
-        batch.validate(full=True)
+        validate_full(batch)
         return seq, Messages(time, pa.RecordBatch.from_arrays(batch.columns, schema=self.header.schema)), ts
 
     # -- segments ---------------------------------------------------------------------------------------
