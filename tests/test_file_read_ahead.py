@@ -262,3 +262,30 @@ def test_many_parts_hold_no_more_than_the_process_budget(tmp_path, monkeypatch) 
         next(iter(reader)), next(iter(reader))
     gc.collect()
     assert readahead._held == before
+
+
+def test_each_index_entry_is_looked_at_about_once(tmp_path, monkeypatch) -> None:
+    """Looking for events to decode ahead resumes where the last look stopped: a reader of N events reads
+    at most about 2N index entries for it, not ``LOOK`` per event (that walk held the GIL the replayer needs)."""
+    from connectors.files.segment import SegmentFiles
+
+    root = str(tmp_path)
+    capture(root, 40, segment_bytes=64 << 20)   # one segment: 40 large, 14 small and 40 Progress events
+    looked = []
+    real = SegmentFiles.entry
+
+    def counting(self, seq):  # noqa: ANN001
+        looked.append(seq)
+        return real(self, seq)
+
+    monkeypatch.setattr(SegmentFiles, "entry", counting)
+    ahead, err = read(root, 2, monkeypatch)
+    assert err is None
+    events = len(ahead)
+    assert events == 40 + 14 + 40 + 1   # and the Progress that closed the part
+    in_place = len(looked)
+    looked.clear()
+    read(root, 0, monkeypatch)
+    reader_own = len(looked)   # what the reader looks at without decoding ahead
+    # each entry once, and once more where a look stopped with the events in flight at their limit
+    assert in_place - reader_own <= 2 * events + readahead.LOOK, (in_place, reader_own, events)

@@ -155,6 +155,9 @@ class ReadAhead:
         self._depth = depth
         self._free: list[SegmentDecoder] = []
         self._flight: dict[int, tuple[int, int, Future, SegmentDecoder]] = {}
+        self._cursor: tuple[int, int, pa.Buffer] | None = None
+        """``(seq, offset, mapping)`` where the last look stopped: the events before it were started or are not
+        to be decoded ahead, so the next look resumes there instead of walking them again."""
 
     def take(self, seq: int, offset: int, length: int) -> "Future | None":
         """The decoding of event ``seq`` at ``offset`` started ahead, if one was (and placed it there)."""
@@ -173,18 +176,24 @@ class ReadAhead:
     def start(self, files, mapped: pa.Buffer, seq: int, end: int) -> None:  # noqa: ANN001
         """Start decoding the large Messages events that follow event ``seq - 1`` (which ends at ``end``),
         as far as their index entries are whole and their bytes are mapped."""
-        for s in range(seq, seq + LOOK):
-            e = files.entry(s)
-            if not isinstance(e, ix.IndexEntry) or e.seq != s or e.offset != end or e.offset + e.length > mapped.size:
-                return
-            end = e.offset + e.length
-            if s in self._flight or e.kind != ix.KIND_MESSAGES or e.length < MIN_BYTES:
-                continue
-            if len(self._flight) >= self._depth or not _hold():
-                return
-            dec = self._free.pop() if self._free else self._make()
-            fut = workers.pool().submit(decode, dec, mapped, e.offset, e.length, e.crc)
-            self._flight[s] = (e.offset, e.length, fut, dec)
+        s = seq
+        if self._cursor is not None and self._cursor[0] > seq and self._cursor[2] is mapped:
+            s, end = self._cursor[0], self._cursor[1]
+        try:
+            while s < seq + LOOK:
+                e = files.entry(s)
+                if not isinstance(e, ix.IndexEntry) or e.seq != s or e.offset != end or \
+                        e.offset + e.length > mapped.size:
+                    return
+                if s not in self._flight and e.kind == ix.KIND_MESSAGES and e.length >= MIN_BYTES:
+                    if len(self._flight) >= self._depth or not _hold():
+                        return
+                    dec = self._free.pop() if self._free else self._make()
+                    fut = workers.pool().submit(decode, dec, mapped, e.offset, e.length, e.crc)
+                    self._flight[s] = (e.offset, e.length, fut, dec)
+                s, end = s + 1, e.offset + e.length
+        finally:
+            self._cursor = (s, end, mapped)
 
     def close(self) -> None:
         """Forget what is decoding ahead (the reader moved off the segment): it is never taken."""
