@@ -16,7 +16,7 @@ import pytest
 from capture import Capture, tap
 from eventlog import open_log
 from replay import Replayer
-from tests.spark.conftest import by_time
+from tests.spark.conftest import by_time, object_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]  # one xdist worker (tests/conftest.py)
 pytest_plugins = ["tests._cluster"]   # the cluster_spark and spark_cluster fixtures
@@ -63,20 +63,23 @@ def kill_when_running(cluster, session, marks: str, tasks: int, killed: list[str
     return t
 
 
-def tap_while_killing(cluster, session, tmp_path, tapper) -> dict:
+def tap_while_killing(cluster, session, marks: str, tapper) -> dict:
     """``tapper(df)`` (a tapped DataFrame) collected while the executor JVM on worker 1 is SIGKILLed: 8 slow
-    partitions of 4,000 rows, the kill once 4 tasks have started. Checks that the kill happened and that Spark
-    ran tasks again; returns the collected rows by time."""
-    marks = str(tmp_path / "marks")
-    os.mkdir(marks)
+    partitions of 4,000 rows, the kill once 4 tasks have started (their marks below ``marks``: a new local folder,
+    or an ``s3://`` URI). Checks that the kill happened and that Spark ran tasks again; returns the collected rows
+    by time."""
+    on_s3 = marks.startswith("s3://")
+    if not on_s3:
+        os.mkdir(marks)
     df = words(session, 4000, 8)
-    df = df.mapInArrow(slow_marked(marks, 2.0), df.schema)
+    df = df.mapInArrow((slow_marked_s3 if on_s3 else slow_marked)(marks, 2.0), df.schema)
     killed: list[str] = []
-    t = kill_when_running(cluster, session, marks, 4, killed)
+    t = (kill_when_running_s3 if on_s3 else kill_when_running)(cluster, session, marks, 4, killed)
     collected = by_time(tapper(df).collect(), "t", COLS)
     t.join(10)
     assert killed and "killed executor JVM" in killed[0]
-    assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
+    left = object_keys(marks) if on_s3 else sorted(os.listdir(marks))
+    assert any(not m.endswith("-a0") for m in left), left   # tasks ran again
     return collected
 
 
@@ -101,7 +104,7 @@ def test_tap_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, t
     """8 tapped partitions run at once on the two executors; once 4 have started, the executor JVM on worker 1
     is SIGKILLed. Spark runs its tasks again; the log holds each row once, as a failure-free run would."""
     log_dir = str(tmp_path / "log")
-    collected = tap_while_killing(spark_cluster, cluster_spark, tmp_path,
+    collected = tap_while_killing(spark_cluster, cluster_spark, str(tmp_path / "marks"),
                                   lambda df: tap(df, log_dir, "words", time="t"))
     assert collected == expected_words(4000)
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log_dir}/words")
@@ -132,7 +135,7 @@ def test_jvm_tap_and_jvm_read_on_the_cluster(cluster_spark, spark_cluster, tmp_p
     py_rows = read_log(cluster_spark, f"{log_dir}/words", engine="python", workers=3)
     assert sorted(map(tuple, jvm_rows.collect())) == sorted(map(tuple, py_rows.collect()))
 
-    collected = tap_while_killing(spark_cluster, cluster_spark, tmp_path,
+    collected = tap_while_killing(spark_cluster, cluster_spark, str(tmp_path / "marks"),
                                   lambda df: jvm_tap(df, log_dir, "killed", time="t"))
     assert collected == expected_words(4000)
     again = [{"t": t, **row} for t, table in Replayer(open_log(log_dir), "killed").completed()
@@ -223,15 +226,6 @@ def test_structured_streaming_read_and_write_survive_sigkill_of_an_executor_jvm(
 # only the driver reads and writes it for a stateless query; on S3 it needs Hadoop's s3a connector.)
 
 
-def s3_objects(uri: str) -> list[str]:
-    """Keys below ``uri`` (``s3://bucket/prefix``), relative to it."""
-    import pyarrow.fs as pafs
-
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return sorted(i.path[len(path) + 1:] for i in fs.get_file_info(
-        pafs.FileSelector(path, recursive=True, allow_not_found=True)) if i.type == pafs.FileType.File)
-
-
 def slow_marked_s3(marks: str, delay: float):
     """``slow_marked`` with its marks as objects below ``marks`` (an ``s3://`` URI)."""
 
@@ -255,7 +249,7 @@ def kill_when_running_s3(cluster, session, marks: str, tasks: int, killed: list[
 
     def run() -> None:
         deadline = time.monotonic() + 120
-        while len(s3_objects(marks)) < tasks and time.monotonic() < deadline:
+        while len(object_keys(marks)) < tasks and time.monotonic() < deadline:
             time.sleep(0.05)
         killed.append(cluster.kill_executor(session.sparkContext.applicationId, worker=1))
 
@@ -266,7 +260,7 @@ def kill_when_running_s3(cluster, session, marks: str, tasks: int, killed: list[
 
 def no_staging_left(log_uri: str) -> list[str]:
     """The objects below the log's staging folder."""
-    return [k for k in s3_objects(log_uri) if k.startswith(".staging")]
+    return [k for k in object_keys(log_uri) if k.startswith(".staging")]
 
 
 def test_tap_batch_read_and_write_on_s3_on_the_cluster(cluster_spark, s3_bucket, s3_server):
@@ -284,7 +278,7 @@ def test_tap_batch_read_and_write_on_s3_on_the_cluster(cluster_spark, s3_bucket,
               for row in table.to_pylist()]
     assert open_log(f"{s3_bucket}/log").header("copy").peers == 3
     assert by_time(copied, "_time", COLS) == expected_words(2000)
-    assert s3_objects(f"{s3_bucket}/log/words") == sorted(
+    assert object_keys(f"{s3_bucket}/log/words") == sorted(
         [f"part={p}/00000000000000000001.arrow" for p in range(6)] + [f"part={p}/_00000000000000000001.index"
                                                                       for p in range(6)] + ["_header.json"])
     assert no_staging_left(f"{s3_bucket}/log") == []
@@ -293,14 +287,7 @@ def test_tap_batch_read_and_write_on_s3_on_the_cluster(cluster_spark, s3_bucket,
 def test_tap_on_s3_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket):
     """As ``test_tap_survives_sigkill_of_an_executor_jvm``, with the log (and the marks) on S3: each row once."""
     log, marks = f"{s3_bucket}/log", f"{s3_bucket}/marks"
-    df = words(cluster_spark, 4000, 8)
-    df = df.mapInArrow(slow_marked_s3(marks, 2.0), df.schema)
-    killed: list[str] = []
-    t = kill_when_running_s3(spark_cluster, cluster_spark, marks, 4, killed)
-    collected = by_time(tap(df, log, "words", time="t").collect(), "t", COLS)
-    t.join(10)
-    assert killed and "killed executor JVM" in killed[0]
-    assert any(not m.endswith("-a0") for m in s3_objects(marks)), s3_objects(marks)   # tasks ran again
+    collected = tap_while_killing(spark_cluster, cluster_spark, marks, lambda df: tap(df, log, "words", time="t"))
     assert collected == expected_words(4000)
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log}/words")
     assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
@@ -333,5 +320,46 @@ def test_structured_streaming_on_s3_survives_sigkill_of_an_executor_jvm(cluster_
     back = cluster_spark.read.format("eventlog").load(f"{out}/copy").collect()
     assert sorted((r["src_time"], r["n"]) for r in back) == rows
     assert len({r["_time"] for r in back}) >= 2
-    assert any(not m.endswith("-a0") for m in s3_objects(marks)), s3_objects(marks)
+    assert any(not m.endswith("-a0") for m in object_keys(marks)), object_keys(marks)
     assert no_staging_left(out) == []
+
+
+def test_jvm_tap_and_micro_batches_on_s3_survive_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket):
+    """The JVM tap with the log on S3, on the cluster: the executor JVMs stage on their own disks and publish with
+    conditional puts; an executor JVM SIGKILLed mid-tap leaves each row once (one attempt per part published,
+    each part's objects exactly the segment and its index), which the JVM reader reads back in the executors;
+    micro-batches staged in the JVMs on S3 likewise."""
+    from capture import tap_batches
+    from connectors.spark.jvm import available, jvm_tap
+    from connectors.spark.jvm.read import read_log
+
+    why = available(cluster_spark)
+    assert why is None, why
+    log, marks = f"{s3_bucket}/jvm", f"{s3_bucket}/marks"
+    collected = tap_while_killing(spark_cluster, cluster_spark, marks, lambda df: jvm_tap(df, log, "words", time="t"))
+    assert collected == expected_words(4000)
+    replayed = [{"t": t, **row} for t, table in Replayer(open_log(log), "words").completed()
+                for row in table.to_pylist()]
+    assert by_time(replayed, "t", COLS) == expected_words(4000)
+    assert object_keys(f"{log}/words") == sorted(
+        [f"part={p}/00000000000000000001.arrow" for p in range(8)] + [f"part={p}/_00000000000000000001.index"
+                                                                      for p in range(8)] + ["_header.json"])
+    jvm_rows = read_log(cluster_spark, f"{log}/words", engine="jvm", workers=3)   # read back in the executor JVMs
+    assert jvm_rows.rdd.getNumPartitions() == 3
+    assert by_time(jvm_rows.drop("_part", "_seq").collect(), "_time", COLS) == expected_words(4000)
+
+    run = tap_batches(log, "mb", time="t", peers=4, engine="jvm")
+    run(words(cluster_spark, 3000, 6), 0)
+    marks2 = f"{s3_bucket}/marks2"
+    later = words(cluster_spark, 4000, 8).selectExpr("id + 10000 as id", "word", "t + 4 as t")
+    later = later.mapInArrow(slow_marked_s3(marks2, 2.0), later.schema)
+    killed = []
+    t = kill_when_running_s3(spark_cluster, cluster_spark, marks2, 4, killed)
+    run(later, 1)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    got = sorted((t, row["id"], row["word"]) for t, table in Replayer(open_log(log), "mb").completed()
+                 for row in table.to_pylist())
+    assert got == sorted([(i % 4, i, f"w{i % 7}") for i in range(3000)]
+                         + [(i % 4 + 4, i + 10000, f"w{i % 7}") for i in range(4000)])
+    assert no_staging_left(log) == []

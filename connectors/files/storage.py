@@ -445,19 +445,8 @@ class S3Storage(ArrowFsStorage):
 
             boto3 = require("boto3", "s3", "writing logs to S3 (conditional writes)")
             botocore_config = require("botocore.config", "s3", "writing logs to S3 (conditional writes)")
-            opts = self.fs.__reduce__()[1][0]
-            endpoint = opts.get("endpoint_override") or None
-            if endpoint and "://" not in endpoint:
-                endpoint = f"{opts.get('scheme') or 'https'}://{endpoint}"
-            kwargs: dict = {"config": botocore_config.Config(retries={"max_attempts": 5, "mode": "standard"})}
-            if endpoint:
-                kwargs["endpoint_url"] = endpoint
-            region = getattr(self.fs, "region", None) or opts.get("region")
-            if region:
-                kwargs["region_name"] = region
-            if opts.get("access_key"):
-                kwargs.update(aws_access_key_id=opts["access_key"], aws_secret_access_key=opts.get("secret_key"),
-                              aws_session_token=opts.get("session_token") or None)
+            kwargs = self._settings()
+            kwargs["config"] = botocore_config.Config(retries={"max_attempts": 5, "mode": "standard"})
             import os
 
             key = (repr(sorted((k, v) for k, v in kwargs.items() if k != "config")),
@@ -468,6 +457,44 @@ class S3Storage(ArrowFsStorage):
                     client = _CLIENTS[key] = boto3.client("s3", **kwargs)
             self._client = client
         return self._client
+
+    def _settings(self) -> dict:
+        """The boto3 client arguments the filesystem's options give (endpoint, region, keys); the rest comes from
+        the standard AWS settings."""
+        opts = self.fs.__reduce__()[1][0]
+        endpoint = opts.get("endpoint_override") or None
+        if endpoint and "://" not in endpoint:
+            endpoint = f"{opts.get('scheme') or 'https'}://{endpoint}"
+        kwargs: dict = {}
+        if endpoint:
+            kwargs["endpoint_url"] = endpoint
+        region = getattr(self.fs, "region", None) or opts.get("region")
+        if region:
+            kwargs["region_name"] = region
+        if opts.get("access_key"):
+            kwargs.update(aws_access_key_id=opts["access_key"], aws_secret_access_key=opts.get("secret_key"),
+                          aws_session_token=opts.get("session_token") or None)
+        return kwargs
+
+    def resolved(self) -> "tuple[str, str, str, str, str]":
+        """``(endpoint, region, access key, secret key, session token)`` as this process's client uses them: the
+        filesystem's options, else the standard AWS settings and credential chain (frozen now). The endpoint is
+        "" for AWS S3 itself, the access key "" for anonymous access (for clients outside Python: the JVM tap)."""
+        client = self._s3()
+        endpoint = client.meta.endpoint_url or ""
+        if endpoint.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].endswith(".amazonaws.com"):
+            endpoint = ""
+        settings = self._settings()
+        if "aws_access_key_id" in settings:
+            keys = (settings["aws_access_key_id"], settings.get("aws_secret_access_key") or "",
+                    settings.get("aws_session_token") or "")
+        else:
+            import boto3
+
+            found = boto3.session.Session().get_credentials()
+            frozen = found.get_frozen_credentials() if found is not None else None
+            keys = ("", "", "") if frozen is None else (frozen.access_key, frozen.secret_key, frozen.token or "")
+        return (endpoint, client.meta.region_name or "us-east-1", *keys)
 
     def _put(self, path: str, data: bytes, **condition: str) -> bool:
         """One ``PutObject`` of ``data`` at ``path`` (``condition``: boto3's ``IfNoneMatch``): False when the

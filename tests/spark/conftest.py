@@ -3,6 +3,7 @@ times, so retry tests share it), with the project importable by Spark's Python w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -68,3 +69,35 @@ def by_time(rows, time_col: str, cols: list[str]) -> dict:
         t = r[time_col]
         out[tuple(t) if isinstance(t, list) else t][tuple(r[c] for c in cols)] += 1
     return dict(out)
+
+
+@contextlib.contextmanager
+def workers_env(spark, env: dict[str, str]):
+    """The session's Python workers get ``env`` (an S3 server's client settings, say) while the block runs: the
+    local session may have started before they were set in this process, and a worker's environment is fixed
+    when its function is made, so the ``eventlog`` data source is registered again to take them (and after)."""
+    from connectors.spark import register
+
+    current = spark.sparkContext.environment
+    saved = {k: current.get(k) for k in env}
+    current.update(env)
+    register(spark)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                current.pop(k, None)
+            else:
+                current[k] = v
+        register(spark)
+
+
+def object_keys(uri: str, *, markers: bool = False) -> list[str]:
+    """Every object key below ``uri`` (an ``s3://bucket/prefix``), relative to it, sorted; the empty folder-marker
+    objects (``key/``) pyarrow makes only with ``markers``."""
+    import pyarrow.fs as pafs
+
+    fs, path = pafs.FileSystem.from_uri(uri)
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return sorted(i.path[len(path) + 1:] for i in infos if markers or i.type == pafs.FileType.File)

@@ -288,6 +288,8 @@ def test_other_refusals(spark, jvm, log_dir):
         read_log(spark, f"{log_dir}/nums", engine="jvm", mode="repartition", key="k")
     with pytest.raises(JvmReadUnavailable, match="since"):
         read_log(spark, f"{log_dir}/nums", engine="jvm", since=2)
+    with pytest.raises(JvmReadUnavailable, match="local file logs and file logs on S3, not kafka://"):
+        read_log(spark, "kafka://127.0.0.1:9/p/nums", engine="jvm")
     # a timestamp stored in nanoseconds: Spark's Arrow reader does not read it as the Python reader does
     log = open_log(log_dir)
     cap = Capture(log, "ns", 0, 1, schema=pa.schema([("ts", pa.timestamp("ns"))]))

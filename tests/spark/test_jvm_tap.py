@@ -450,8 +450,8 @@ def test_unsupported_cases_raise_the_typed_error(spark, jvm, log_dir, monkeypatc
     df = words(spark, 10, 1)
     with pytest.raises(JvmTapUnavailable, match="arrow encoding"):
         jvm_tap(df, log_dir, "s", encoding="avro")
-    with pytest.raises(JvmTapUnavailable, match="local file logs"):
-        jvm_tap(df, "s3://bucket/logs", "s")
+    with pytest.raises(JvmTapUnavailable, match="local file logs and file logs on S3, not kafka://"):
+        jvm_tap(df, "kafka://127.0.0.1:9/logs", "s")
     monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "1.2")
     with pytest.raises(JvmTapUnavailable, match="format 2"):
         jvm_tap(df, log_dir, "s")

@@ -10,7 +10,6 @@ import socket
 import threading
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pytest
 
 from capture import Capture, tap, tap_batches
@@ -21,7 +20,7 @@ from connectors.spark.uri import STAGING_DIR, StorageUnavailableError, staging_u
 from eventlog import Messages, open_log
 from replay import Replayer
 
-from .conftest import by_time
+from .conftest import by_time, object_keys, workers_env
 
 pytestmark = pytest.mark.spark
 pytest_plugins = ["tests._s3"]   # s3_server, s3_bucket
@@ -32,21 +31,9 @@ COLS = ["id", "word", "t"]
 @pytest.fixture(scope="module", autouse=True)
 def _workers_reach_s3(spark, s3_server):
     """The session's Python workers get the S3 server's client settings (as a cluster's executors get them from
-    ``spark.executorEnv.*``): the local session may have started before the server set them in this process, and
-    a worker's environment is fixed when its function is made (the data source re-registered to take them)."""
-    from connectors.spark import register
-
-    env = spark.sparkContext.environment
-    saved = {k: env.get(k) for k in s3_server.env}
-    env.update(s3_server.env)
-    register(spark)
-    yield
-    for k, v in saved.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    register(spark)
+    ``spark.executorEnv.*``)."""
+    with workers_env(spark, s3_server.env):
+        yield
 
 
 def words(spark, n: int, partitions: int):
@@ -55,10 +42,8 @@ def words(spark, n: int, partitions: int):
 
 
 def objects(uri: str) -> list[str]:
-    """Every object key below ``uri`` (an ``s3://bucket/prefix``), relative to it; folder markers included."""
-    fs, path = pafs.FileSystem.from_uri(uri)
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    return sorted(i.path[len(path) + 1:] for i in infos)
+    """Every object key below ``uri``, folder markers included."""
+    return object_keys(uri, markers=True)
 
 
 def parts(log_uri: str, stream: str) -> list[list[tuple]]:

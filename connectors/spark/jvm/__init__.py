@@ -10,8 +10,19 @@ leave the JVM: ``queryExecution().toRdd()`` → ``mapPartitionsWithIndex`` (Java
 ``internalCreateDataFrame``. Rows become Arrow batches through Spark's own ``ArrowWriter`` and are written as
 format 2.0 segments (FORMAT.md §3.4, §4.1), with their index (§3.2), exactly as the Python writer writes them.
 
-**Where it runs, and where it does not.** Local file logs of format 2.x, the Arrow encoding, classic (not
-Connect) sessions of the Spark versions in ``SUPPORTED_SPARK``, a JDK (``javac``) on the driver, and
+**On S3** (``s3://`` file logs, any S3-protocol store): an attempt stages its part in the executor's Spark local
+directory, and the attempt that reads its whole partition publishes it as ``staging.py`` publishes to object stores:
+its sealed segments are put in sequence order, each followed by its index, the first by a conditional
+``PutObject`` (``If-None-Match: *``) that exactly one of racing attempts wins (the others keep nothing; a
+part already there is skipped at the task's start by a ``HeadObject``). A micro-batch's staged parts are put
+below the log's ``.staging`` for the driver to append. The requests (``ObjectStore.java``: Signature Version 4,
+retried on transport errors, 5xx, 429 and conflicts) use the endpoint, region and credentials the driver's S3
+client resolved — the URI's query, else the standard AWS settings and credential chain — shipped with the
+tasks, so executors need no settings of their own; temporary credentials must outlast the job. Path-style
+requests go to an explicit endpoint, virtual-hosted ones to AWS S3.
+
+**Where it runs, and where it does not.** File logs of format 2.x, local or on S3, the Arrow encoding, classic
+(not Connect) sessions of the Spark versions in ``SUPPORTED_SPARK``, a JDK (``javac``) on the driver, and
 columns whose Arrow type (the stream header's) Spark's ``ArrowWriter`` writes. Anything else raises
 :class:`JvmTapUnavailable`, naming why, *before anything is written*, so that the caller can fall back to the
 Python tap.
@@ -65,6 +76,8 @@ from eventlog.errors import EventLogError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from connectors.spark.uri import StreamURI
 
 SUPPORTED_SPARK = ("4.3",)
 """``major.minor`` of the Spark versions the JVM tap is built and tested for (it uses Spark's internal
@@ -270,7 +283,7 @@ def jvm_tap(
     replace: bool = False,
 ) -> "DataFrame":
     """``capture.tap.tap`` run inside the JVM: ``df`` with a capture tap (same rows, same schema); each
-    partition becomes one part of ``stream`` in the local file log at ``log_uri`` when a job runs. Raises
+    partition becomes one part of ``stream`` in the file log at ``log_uri`` (local or S3) when a job runs. Raises
     JvmTapUnavailable, having written nothing, where it cannot (see the module doc); the errors of the Python
     tap (a streaming DataFrame, an existing stream, a bad time) otherwise."""
     from pyspark.sql import DataFrame
@@ -295,6 +308,10 @@ class _Checked:
     header: "object"
     segment_schema: bytes
     jtap: "object"
+    root: str
+    """The log's root folder (local), or its key prefix in the bucket (S3)."""
+    store: "tuple[str, ...] | None"
+    """``(endpoint, region, bucket, access key, secret key, session token)`` of a log on S3, else None."""
 
 
 def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
@@ -314,10 +331,9 @@ def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, t
     if jdf is None:
         raise JvmTapUnavailable("the JVM tap needs a classic SparkSession (Spark Connect is not supported)")
     target = parse_stream_uri(os.fspath(log_uri), stream)
-    if not target.is_local:
-        raise JvmTapUnavailable(f"the JVM tap writes local file logs, not {target.log_uri.split('?')[0]}",
-                                stream=stream)
+    _check_place(target, JvmTapUnavailable, "the JVM tap writes")
     log = open_log(target.log_uri)
+    root, store = _where(target, log, stream)
     version = getattr(log, "format_version", None)
     if version is None or version[0] != 2:
         raise JvmTapUnavailable(f"the JVM tap writes format 2.x file logs; this log creates streams of format "
@@ -331,7 +347,32 @@ def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, t
     why = jtap.unsupported(bytearray(segment_schema), jdf.schema())
     if why is not None:
         raise JvmTapUnavailable(f"the JVM tap cannot capture this DataFrame: {why}", stream=stream)
-    return _Checked(target, log, schema, spec, header, segment_schema, jtap)
+    return _Checked(target, log, schema, spec, header, segment_schema, jtap, root, store)
+
+
+def _check_place(target: "StreamURI", error: type, says: str) -> None:
+    """``error`` (JvmTapUnavailable or a subclass), beginning with ``says``, unless ``target``'s log is a local
+    file log or on S3."""
+    uri = target.log_uri
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if not target.is_local and scheme not in ("s3", "s3a"):
+        raise error(f"{says} local file logs and file logs on S3, not {uri.split('?')[0]}", stream=target.stream)
+
+
+def _where(target: "StreamURI", log: "object", stream: str) -> "tuple[str, tuple[str, ...] | None]":
+    """The log's root and, on S3, the store settings the tasks use: the endpoint, region and credentials this
+    process's S3 client resolved (the URI's query, else the standard AWS settings and credential chain),
+    shipped with the tasks."""
+    from connectors.files.storage import S3Storage
+
+    if target.is_local:
+        return target.local_root, None
+    st = getattr(log, "_st", None)
+    if not isinstance(st, S3Storage):
+        raise JvmTapUnavailable(f"the JVM tap writes file logs on S3, not {type(st).__name__}", stream=stream)
+    bucket, _, prefix = log.root.strip("/").partition("/")
+    endpoint, region, access, secret, token = st.resolved()
+    return prefix.strip("/"), (endpoint, region, bucket, access, secret, token)
 
 
 def _tap_spec(df: "DataFrame", c: _Checked, job: str, peers: int, staged_header: str) -> object:
@@ -342,9 +383,22 @@ def _tap_spec(df: "DataFrame", c: _Checked, job: str, peers: int, staged_header:
     literal = "" if spec.literal is None else ",".join(
         str(x) for x in (spec.literal if isinstance(spec.literal, tuple) else (spec.literal,)))
     column = -1 if spec.column is None else c.schema.get_field_index(spec.column)
+    fsync = c.store is None  # on S3 a put is durable once it returns
     return df.sparkSession.sparkContext._jvm.eventlog.spark.TapSpec(
-        c.target.local_root, c.target.stream, job, peers, bytearray(c.segment_schema), bytearray(staged_header),
-        column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES, True)
+        c.root, c.target.stream, job, peers, bytearray(c.segment_schema), bytearray(staged_header),
+        column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES,
+        fsync, _java_strings(df.sparkSession, c.store))
+
+
+def _java_strings(spark: "SparkSession", values: "tuple[str, ...] | None") -> object:
+    """``values`` as a Java ``String[]`` (None stays null)."""
+    if values is None:
+        return None
+    sc = spark.sparkContext
+    out = sc._gateway.new_array(sc._jvm.java.lang.String, len(values))
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
@@ -406,7 +460,8 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
             staged = []
             for line in lines:
                 part, attempt, rows, folder = str(line).split("\t", 3)
-                staged.append(StagedPart(partition=int(part), attempt=int(attempt), uri=folder, rows=int(rows)))
+                staged.append(StagedPart(partition=int(part), attempt=int(attempt), rows=int(rows),
+                                         uri=staging_uri(c.target, job, folder)))
             staged = committed_parts(staged, c.target)  # one per partition, in order (Spark kept one attempt each)
         return append_micro_batch(c.target, staged, int(batch_id), c.schema, c.time, encoding, peers)
     finally:

@@ -1,11 +1,13 @@
-"""The JVM-side batch reader: a stream of a local file log as a DataFrame, read inside Spark's JVM.
+"""The JVM-side batch reader: a stream of a file log (local or on S3) as a DataFrame, read inside Spark's JVM.
 
 ``read_log(spark, uri, engine=…, **options)`` gives what ``spark.read.format("eventlog").options(**options)
 .load(uri)`` gives — the same rows, the stream's columns then ``_time``, ``_part``, ``_seq``, the same schema,
 one Spark partition per replay worker (assign mode: worker ``j`` reads the parts ``i % workers == j``),
 records only at times complete at the merged frontier planned on the driver (all committed ones with
 ``incomplete``) — but no Python worker runs: each task (``src/eventlog/spark/JvmRead.java``, ``PartRead``,
-``PartBatches``) reads its parts' sealed segments (memory-mapped), verifies what the Python file reader
+``PartBatches``) reads its parts' sealed segments (memory-mapped; on S3 each segment object is first copied into
+the executor's Spark local directory by a ``GetObject``, the part's folder listed with ``ListObjectsV2``, with
+the endpoint and credentials the driver resolved, as the tap's), verifies what the Python file reader
 verifies (index entry checksums and chain, every body's CRC-32, the sequence id, kind and time of every
 event, the footer, segment epochs and continuity, ``_time``/``_seq`` columns, every decoded batch validated),
 applies the committed view of FORMAT.md §1.1 (void messages of an ended incarnation dropped, the held suffix
@@ -14,7 +16,7 @@ not delivered), and hands Spark the decoded Arrow vectors (``ArrowColumnVector``
 ``SequenceError:`` / ``ProgressError:`` …, naming stream, part, seq, byte offset and file); no row of a
 damaged event is returned.
 
-**What it reads.** Local file logs of format 2.x, the Arrow encoding, sealed segments only (a part with an
+**What it reads.** File logs of format 2.x, local or on S3, the Arrow encoding, sealed segments only (a part with an
 open segment — a live writer — or a crashed writer's unsealed one is read by the Python reader), assign mode
 without ``since``/``until``, columns whose stored Arrow type Spark's Arrow reader reads as the type the
 Python reader gives (timestamps in microseconds, …). Anything else raises :class:`JvmReadUnavailable` at
@@ -27,7 +29,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from . import JvmTapUnavailable, prepare
+from . import JvmTapUnavailable, _check_place, _java_strings, _where, prepare
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -93,9 +95,7 @@ def jvm_read(spark: "SparkSession", options: dict[str, str]) -> "DataFrame":
     stream = target.stream
     if getattr(spark, "_jsparkSession", None) is None:
         raise JvmReadUnavailable("the JVM reader needs a classic SparkSession (Spark Connect is not supported)")
-    if not target.is_local:
-        raise JvmReadUnavailable(f"the JVM reader reads local file logs, not {target.log_uri.split('?')[0]}",
-                                 stream=stream)
+    _check_place(target, JvmReadUnavailable, "the JVM reader reads")
     if opts.mode != "assign":
         raise JvmReadUnavailable(f"the JVM reader plans assign mode only, not mode={opts.mode!r}", stream=stream)
     if opts.since is not None or opts.until is not None:
@@ -107,14 +107,18 @@ def jvm_read(spark: "SparkSession", options: dict[str, str]) -> "DataFrame":
                                  f"{header.version[1]}", stream=stream)
     if header.encoding != "arrow":
         raise JvmReadUnavailable(f"the JVM reader reads the arrow encoding, not {header.encoding!r}", stream=stream)
-    stream_dir = os.path.join(target.local_root, stream)
+    root, store = _where(target, log, stream)
+    stream_dir = os.path.join(root, stream) if store is None else "/".join(x for x in (root, stream) if x)
+    st = log._st  # type: ignore[attr-defined]
     for part in range(header.peers):
-        folder = os.path.join(stream_dir, f"part={part}")
-        if os.path.isdir(folder):
-            unsealed = [n for n in os.listdir(folder) if n.endswith(".open")]
-            if unsealed:
-                raise JvmReadUnavailable(f"part {part} has a segment not sealed yet ({unsealed[0]}: a live or crashed "
-                                         "writer), which only the Python reader reads", stream=stream)
+        try:
+            names = st.list_dir(log.part_path(stream, part))  # type: ignore[attr-defined]
+        except FileNotFoundError:
+            names = []
+        unsealed = [n for n in names if n.endswith(".open")]
+        if unsealed:
+            raise JvmReadUnavailable(f"part {part} has a segment not sealed yet ({unsealed[0]}: a live or crashed "
+                                     "writer), which only the Python reader reads", stream=stream)
     schema = read_schema(header)
     segment_schema = ArrowFileCodec(header).schema.serialize().to_pybytes()
     prepare(spark)  # builds and loads the jar (the tap's and the reader's classes)
@@ -132,7 +136,7 @@ def jvm_read(spark: "SparkSession", options: dict[str, str]) -> "DataFrame":
         frontier = ";".join(str(t) if isinstance(t, int) else ",".join(str(c) for c in t) for t in fr.to_json(f))
     spec = spark.sparkContext._jvm.eventlog.spark.ReadSpec(
         stream_dir, stream, header.peers, workers, bytearray(segment_schema), header.time_type.arity, frontier,
-        bool(opts.incomplete))
+        bool(opts.incomplete), _java_strings(spark, store))
     return DataFrame(jread.read(jss, spec, jschema), spark)
 
 

@@ -70,6 +70,35 @@ public final class JvmTap {
         return (String[]) lines;
     }
 
+    /**
+     * A client of the S3-protocol store at {@code endpoint} ("" for AWS S3) for {@code bucket} (an empty access key:
+     * anonymous); with {@link #put} and {@link #exists}, the requests the tap makes, for tests and tools.
+     */
+    public static Object objectStore(String endpoint, String region, String bucket, String accessKey,
+                                     String secretKey, String sessionToken) {
+        return new ObjectStore(endpoint, region, bucket, accessKey, secretKey, sessionToken);
+    }
+
+    /** Put the local file {@code path} at {@code key} of {@code store} ({@link #objectStore}); see ObjectStore. */
+    public static boolean put(Object store, String key, String path, boolean exclusive) throws java.io.IOException {
+        return ((ObjectStore) store).put(key, java.nio.file.Paths.get(path), exclusive);
+    }
+
+    /** Whether an object is at {@code key} of {@code store} ({@link #objectStore}). */
+    public static boolean exists(Object store, String key) throws java.io.IOException {
+        return ((ObjectStore) store).exists(key);
+    }
+
+    /** The object at {@code key} of {@code store} ({@link #objectStore}), or null; refused over {@code limit} bytes. */
+    public static byte[] get(Object store, String key, long limit) throws java.io.IOException {
+        return ((ObjectStore) store).get(key, limit);
+    }
+
+    /** The names directly below {@code prefix} on {@code store} ({@link #objectStore}), sorted. */
+    public static String[] list(Object store, String prefix) throws java.io.IOException {
+        return ((ObjectStore) store).list(prefix).toArray(new String[0]);
+    }
+
     /** {@code rdd}'s rows as a DataFrame of {@code schema}, each partition captured when a job computes it. */
     public static Dataset<Row> tap(SparkSession session, RDD<InternalRow> rdd, StructType schema, TapSpec spec) {
         RDD<InternalRow> tapped = rdd.mapPartitionsWithIndex(new PartTap(spec, schema), true,

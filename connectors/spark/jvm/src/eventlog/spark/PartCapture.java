@@ -28,6 +28,7 @@ import org.apache.arrow.vector.complex.ListVector;
 import org.apache.arrow.vector.types.pojo.ArrowType;
 import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
@@ -126,8 +127,8 @@ final class PartCapture {
         this.attempt = attempt;
         byte[] nonce = new byte[4];
         RANDOM.nextBytes(nonce);
-        this.stagingRoot = Paths.get(spec.root, STAGING_DIR, spec.stream, spec.job,
-            partition + "-" + attempt + "-" + hex(nonce));
+        this.stagingRoot = stagingTop(spec).resolve(spec.stream).resolve(spec.job)
+            .resolve(partition + "-" + attempt + "-" + hex(nonce));
         Path streamDir = stagingRoot.resolve(spec.stream);
         this.stagedPart = streamDir.resolve("part=0");
         createDirectories(streamDir);
@@ -463,7 +464,26 @@ final class PartCapture {
      */
     String finishStaged() throws IOException {
         seal();
-        return stagingRoot.toString();
+        if (spec.store != null) {  // the driver reads it from the log's staging area on the store
+            try {
+                upload(stagingRoot, STAGING_DIR + "/" + spec.stream + "/" + spec.job + "/" + stagingRoot.getFileName());
+            } finally {
+                removeStaging();
+            }
+        }
+        return stagingRoot.getFileName().toString();
+    }
+
+    /** Put every file below the local folder {@code dir} at the same relative key below {@code prefix}. */
+    private void upload(Path dir, String prefix) throws IOException {
+        List<Path> files = new ArrayList<>();
+        try (Stream<Path> all = Files.walk(dir)) {
+            all.filter(f -> Files.isRegularFile(f) && !f.getFileName().toString().equals(".lock")).forEach(files::add);
+        }
+        for (Path f : files) {
+            String rel = dir.relativize(f).toString().replace(java.io.File.separatorChar, '/');
+            spec.store.put(key(spec, prefix + "/" + rel), f, false);
+        }
     }
 
     /** Write what is buffered and the Progress that finishes the part, and seal its segment; the capture is
@@ -519,8 +539,47 @@ final class PartCapture {
         return Paths.get(spec.root, spec.stream, "part=" + part);
     }
 
+    /**
+     * Where attempts stage their parts: the log's {@code .staging} folder for a local log; for a log on an object
+     * store, a folder in the executor's Spark local directory (the staged part is copied to the store when it is
+     * published, which needs no staging there).
+     */
+    static Path stagingTop(TapSpec spec) {
+        if (spec.store == null) {
+            return Paths.get(spec.root, STAGING_DIR);
+        }
+        return localDir().resolve("eventlog-staging");
+    }
+
+    /** The executor's Spark local directory (the JVM's temporary folder outside a Spark executor). */
+    static Path localDir() {
+        String local = null;
+        try {
+            SparkEnv env = SparkEnv.get();
+            if (env != null) {
+                local = org.apache.spark.util.Utils.getLocalDir(env.conf());
+            }
+        } catch (RuntimeException | LinkageError e) {
+            local = null;  // another Spark's internals: the JVM's temporary folder then
+        }
+        return Paths.get(local != null ? local : System.getProperty("java.io.tmpdir"));
+    }
+
+    /** The object key of {@code rel} (a path below the log's root) on the spec's store. */
+    static String key(TapSpec spec, String rel) {
+        return spec.root.isEmpty() ? rel : spec.root + "/" + rel;
+    }
+
+    /** The key of file {@code name} of part {@code part} on the spec's store. */
+    private static String partKey(TapSpec spec, int part, String name) {
+        return key(spec, spec.stream + "/part=" + part + "/" + name);
+    }
+
     /** Whether part {@code part} of the stream exists already (an earlier attempt or evaluation published it). */
     static boolean published(TapSpec spec, int part) throws IOException {
+        if (spec.store != null) {
+            return spec.store.exists(partKey(spec, part, PartFiles.name20(1) + ".arrow"));  // every part starts so
+        }
         Path dir = partDir(spec, part);
         if (!Files.isDirectory(dir)) {
             return false;
@@ -532,6 +591,9 @@ final class PartCapture {
 
     /** The atomic rename of {@code staging.py::_publish_by_rename}: fails when the part exists (not empty). */
     private boolean publish() throws IOException {
+        if (spec.store != null) {
+            return publishObjects();
+        }
         Path dst = partDir(spec, partition);
         try {
             Files.move(stagedPart, dst, StandardCopyOption.ATOMIC_MOVE);
@@ -543,6 +605,39 @@ final class PartCapture {
         }
         if (spec.fsync) {
             PartFiles.syncDir(dst.getParent());  // the rename itself survives a crash
+        }
+        return true;
+    }
+
+    /**
+     * {@code staging.py::_publish_objects}: put the sealed segments in sequence order, each followed by its index,
+     * the first one by an exclusive create, which exactly one of the attempts racing for this part wins.
+     */
+    private boolean publishObjects() throws IOException {
+        TreeSet<String> segments = new TreeSet<>();
+        try (Stream<Path> names = Files.list(stagedPart)) {
+            names.map(p -> p.getFileName().toString()).filter(n -> n.matches("[0-9]{20}\\.arrow"))
+                .forEach(segments::add);
+        }
+        if (segments.isEmpty() || !segments.first().equals(PartFiles.name20(1) + ".arrow")) {
+            throw new IOException("staged part " + stagedPart + " does not start with its first segment");
+        }
+        boolean first = true;
+        for (String name : segments) {
+            String key = partKey(spec, partition, name);
+            if (!spec.store.put(key, stagedPart.resolve(name), true)) {
+                if (first) {
+                    return false;  // another attempt published this part
+                }
+                throw new IOException("segment " + spec.store.display(key) + " appeared while "
+                    + "this attempt published the part (a writer outside Spark?)");
+            }
+            first = false;
+            String index = "_" + name.substring(0, 20) + ".index";
+            Path indexFile = stagedPart.resolve(index);
+            if (Files.exists(indexFile)) {  // readers read around a missing index; a later writer rebuilds it
+                spec.store.put(partKey(spec, partition, index), indexFile, false);
+            }
         }
         return true;
     }
@@ -567,7 +662,7 @@ final class PartCapture {
     /** Remove the staging folders above {@code path} that are empty, up to the log's {@code .staging}. */
     private static void removeEmptyAbove(TapSpec spec, Path path) {
         Path parent = path.getParent();
-        Path top = Paths.get(spec.root, STAGING_DIR);
+        Path top = stagingTop(spec);
         while (parent != null && parent.startsWith(top)) {
             try {
                 Files.delete(parent);  // only when empty: concurrent attempts keep their folders
@@ -588,7 +683,12 @@ final class PartCapture {
      * Returns true if it removed the folder.
      */
     static boolean sweepJob(TapSpec spec) {
-        Path job = Paths.get(spec.root, STAGING_DIR, spec.stream, spec.job);
+        if (spec.store != null) {
+            // staging is in the executors' Spark local directories, removed with them; and a part on a store is
+            // published by several puts, so another attempt's folder may still be read after its part shows
+            return false;
+        }
+        Path job = stagingTop(spec).resolve(spec.stream).resolve(spec.job);
         List<String> names = new ArrayList<>();
         try (Stream<Path> entries = Files.list(job)) {
             entries.forEach(e -> names.add(e.getFileName().toString()));

@@ -3,7 +3,6 @@ package eventlog.spark;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -42,6 +41,8 @@ import org.apache.arrow.vector.types.pojo.Schema;
 final class PartRead {
     static final int MAX_EVENT_METADATA_BYTES = 16 << 20;
     static final long MAX_EVENT_BYTES = 1L << 30;
+    /** An index larger than this is refused before it is read (16 + 32 bytes an event: 8 Mi events). */
+    static final long MAX_INDEX_BYTES = 256L << 20;
     private static final Pattern SEALED = Pattern.compile("(\\d{20})\\.arrow");
     private static final byte[] MAGIC = {'A', 'R', 'R', 'O', 'W', '1', 0, 0};
 
@@ -65,7 +66,8 @@ final class PartRead {
     final ReadSpec spec;
     final int part;
     final Path dir;
-    final List<Path> paths = new ArrayList<>();
+    /** Each segment's name for messages: its local path, or {@code s3://bucket/key}. */
+    final List<String> paths = new ArrayList<>();
     final List<ByteBuffer> maps = new ArrayList<>();
     private final List<Field> fields;
     private final long[] minimum;
@@ -85,7 +87,7 @@ final class PartRead {
         counts.put(new TimeKey(minimum), 1L);
     }
 
-    private CorruptLogException corrupt(String what, long seq, long offset, Path file) {
+    private CorruptLogException corrupt(String what, long seq, long offset, Object file) {
         return new CorruptLogException("CorruptLogError", what, spec.stream, part, seq, offset,
             file == null ? null : file.toString());
     }
@@ -93,34 +95,93 @@ final class PartRead {
     /** Read the part's events; the released Messages events are in {@link #released}. */
     PartRead read() throws IOException {
         List<Long> firsts = new ArrayList<>();
-        if (Files.isDirectory(dir)) {
-            try (Stream<Path> list = Files.list(dir)) {
-                for (Path p : (Iterable<Path>) list::iterator) {
-                    String name = p.getFileName().toString();
-                    Matcher m = SEALED.matcher(name);
-                    if (m.matches()) {
-                        firsts.add(Long.parseLong(m.group(1)));
-                    } else if (name.endsWith(".open") || name.endsWith(".avro") || name.endsWith(".arrows")) {
-                        throw new IllegalStateException("eventlog JVM reader: stream " + spec.stream + " part " + part
-                            + " has " + name + " (an open segment or another encoding), which the JVM reader does"
-                            + " not read; read it with engine='python'");
-                    }
-                }
+        for (String name : names()) {
+            Matcher m = SEALED.matcher(name);
+            if (m.matches()) {
+                firsts.add(Long.parseLong(m.group(1)));
+            } else if (name.endsWith(".open") || name.endsWith(".avro") || name.endsWith(".arrows")) {
+                throw new IllegalStateException("eventlog JVM reader: stream " + spec.stream + " part " + part
+                    + " has " + name + " (an open segment or another encoding), which the JVM reader does"
+                    + " not read; read it with engine='python'");
             }
         }
         firsts.sort(null);
         long next = 1;
         for (int s = 0; s < firsts.size(); s++) {
             long first = firsts.get(s);
-            Path data = dir.resolve(String.format("%020d.arrow", first));
+            String dataName = String.format("%020d.arrow", first);
             if (first != next) {
                 String why = s == 0 ? "events before seq " + first + " are not in the log (asked for seq 1)"
                     : "segment ends at seq " + (next - 1) + " but the next segment starts at " + first;
-                throw new CorruptLogException("SequenceError", why, spec.stream, part, next, -1, data.toString());
+                throw new CorruptLogException("SequenceError", why, spec.stream, part, next, -1, where(dataName));
             }
-            next = segment(s, first, data, dir.resolve(String.format("_%020d.index", first)));
+            next = segment(s, first, dataName, String.format("_%020d.index", first));
         }
         return this;
+    }
+
+    /** The names in the part's folder (none when it has none). */
+    private List<String> names() throws IOException {
+        List<String> out = new ArrayList<>();
+        if (spec.store != null) {
+            out.addAll(spec.store.list(prefix()));
+        } else if (Files.isDirectory(dir)) {
+            try (Stream<Path> list = Files.list(dir)) {
+                list.forEach(p -> out.add(p.getFileName().toString()));
+            }
+        }
+        return out;
+    }
+
+    /** The part folder's key prefix on the store. */
+    private String prefix() {
+        return spec.streamDir + "/part=" + part;
+    }
+
+    /** A file of the part folder, named for messages. */
+    private String where(String name) {
+        return spec.store != null ? spec.store.display(prefix() + "/" + name) : dir.resolve(name).toString();
+    }
+
+    /**
+     * The whole of segment {@code name}: mapped from the local file, or from a copy of the object in a local
+     * temporary file (removed at once; the mapping keeps its pages).
+     */
+    private ByteBuffer load(String name) throws IOException {
+        Path file = dir.resolve(name);
+        Path copy = null;
+        if (spec.store != null) {
+            copy = Files.createTempFile(PartCapture.localDir(), "eventlog-read-", ".arrow");
+            if (!spec.store.download(prefix() + "/" + name, copy, Integer.MAX_VALUE - 64)) {
+                Files.deleteIfExists(copy);
+                throw new CorruptLogException("CorruptLogError", "segment was listed but is gone (the stream was "
+                    + "rewritten while it was read?)", spec.stream, part, -1, -1, where(name));
+            }
+            file = copy;
+        }
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            long size = ch.size();
+            if (size > Integer.MAX_VALUE - 64) {
+                throw new IllegalStateException("eventlog JVM reader: segment " + where(name) + " is over 2 GiB");
+            }
+            return ch.map(FileChannel.MapMode.READ_ONLY, 0, size).order(ByteOrder.LITTLE_ENDIAN);
+        } finally {
+            if (copy != null) {
+                Files.deleteIfExists(copy);
+            }
+        }
+    }
+
+    /** The index {@code name}'s bytes, or null when there is none (readers read around a missing index). */
+    private byte[] index(String name) throws IOException {
+        if (spec.store != null) {
+            return spec.store.get(prefix() + "/" + name, MAX_INDEX_BYTES);
+        }
+        try {
+            return Files.readAllBytes(dir.resolve(name));
+        } catch (NoSuchFileException e) {
+            return null;
+        }
     }
 
     private static ByteBuffer slice(ByteBuffer b, long at, long n) {
@@ -128,17 +189,11 @@ final class PartRead {
     }
 
     /** One sealed segment; returns the seq after its last event. */
-    private long segment(int s, long first, Path data, Path indexPath) throws IOException {
-        ByteBuffer b;
-        long size;
-        try (FileChannel ch = FileChannel.open(data, StandardOpenOption.READ)) {
-            size = ch.size();
-            if (size > Integer.MAX_VALUE - 64) {
-                throw new IllegalStateException("eventlog JVM reader: segment " + data + " is over 2 GiB");
-            }
-            MappedByteBuffer mb = ch.map(FileChannel.MapMode.READ_ONLY, 0, size);
-            b = mb.order(ByteOrder.LITTLE_ENDIAN);
-        }
+    private long segment(int s, long first, String dataName, String indexName) throws IOException {
+        String data = where(dataName);
+        String indexPath = where(indexName);
+        ByteBuffer b = load(dataName);
+        long size = b.capacity();
         paths.add(data);
         maps.add(b);
         // prefix: magic, schema message
@@ -183,12 +238,7 @@ final class PartRead {
         long pos = 16L + schemaLen;
 
         // index: whole, verifying entries (a failing last entry, a partial entry or no index: framing)
-        byte[] idx = null;
-        try {
-            idx = Files.readAllBytes(indexPath);
-        } catch (NoSuchFileException e) {
-            idx = null;
-        }
+        byte[] idx = index(indexName);
         int entries = 0;
         ByteBuffer ib = null;
         if (idx != null && idx.length >= 16) {
@@ -270,7 +320,7 @@ final class PartRead {
         return seq;
     }
 
-    private Message message(ByteBuffer b, long size, long pos, long seq, Path data) {
+    private Message message(ByteBuffer b, long size, long pos, long seq, String data) {
         int metaLen = b.getInt((int) pos + 4);
         if (metaLen <= 0 || metaLen > MAX_EVENT_METADATA_BYTES || pos + 8 + metaLen > size) {
             throw corrupt("damaged event metadata length " + metaLen, seq, pos, data);
@@ -286,7 +336,7 @@ final class PartRead {
         }
     }
 
-    private void footer(ByteBuffer b, long size, long eos, List<long[]> places, Path data) {
+    private void footer(ByteBuffer b, long size, long eos, List<long[]> places, String data) {
         long start = eos + 8;
         if (size < start + 10) {
             throw corrupt("sealed segment does not end with a whole footer after its end-of-stream marker", -1, eos,
@@ -324,7 +374,7 @@ final class PartRead {
 
     // -- one event: its metadata, then the committed view -----------------------------------------------
 
-    private void event(int s, Message m, long pos, int length, long seq, int indexKind, long segEpoch, Path data) {
+    private void event(int s, Message m, long pos, int length, long seq, int indexKind, long segEpoch, String data) {
         String seqText = null;
         String kindText = null;
         String timeText = null;

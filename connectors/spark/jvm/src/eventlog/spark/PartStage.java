@@ -10,7 +10,8 @@ import scala.runtime.AbstractFunction2;
 /**
  * The function each partition of a micro-batch runs (a Structured Streaming micro-batch handed to
  * {@code foreachBatch}): its rows are captured into the attempt's staging folder, sealed, and the task returns
- * one line {@code partition <TAB> attempt <TAB> rows <TAB> staging folder} for the driver, which appends the
+ * one line {@code partition <TAB> attempt <TAB> rows <TAB> staging folder name} for the driver (on S3 the
+ * staged part is copied to the log's staging area on the store first), which appends the
  * staged parts to the open stream ({@code connectors/spark/write.py::append_micro_batch}), as the Python
  * writer's tasks do ({@code PartStager}). Spark keeps the result of one attempt per partition; the others'
  * folders are removed with the job's staging folder.

@@ -11,7 +11,10 @@ import java.io.Serializable;
 public final class ReadSpec implements Serializable {
     private static final long serialVersionUID = 1L;
 
+    /** The stream's folder (local), or its key prefix in {@link #store}'s bucket. */
     final String streamDir;
+    /** The object store the log lives on, or null for a local file log. */
+    final ObjectStore store;
     final String stream;
     final int peers;
     final int workers;
@@ -19,8 +22,10 @@ public final class ReadSpec implements Serializable {
     final int arity;
     final long[][] frontier;
 
+    /** {@code store}: null for a local file log, else the store's settings as {@link ObjectStore#of} takes them. */
     public ReadSpec(String streamDir, String stream, int peers, int workers, byte[] schemaMessage, int arity,
-                    String frontier, boolean incomplete) {
+                    String frontier, boolean incomplete, String[] store) {
+        this.store = ObjectStore.of(store);
         this.streamDir = streamDir;
         this.stream = stream;
         this.peers = peers;

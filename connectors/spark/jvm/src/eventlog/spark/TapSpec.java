@@ -9,8 +9,10 @@ import java.io.Serializable;
 public final class TapSpec implements Serializable {
     private static final long serialVersionUID = 1L;
 
-    /** Root folder of the (local) file log. */
+    /** Root folder of a local file log; on an object store, the key prefix of the log's root (no slashes around). */
     final String root;
+    /** The object store the log lives on (its bucket holds {@link #root}), or null for a local file log. */
+    final ObjectStore store;
     /** The stream's name. */
     final String stream;
     /** This tap's id: the staging folder of its attempts is {@code <root>/.staging/<stream>/<job>}. */
@@ -39,10 +41,15 @@ public final class TapSpec implements Serializable {
     /** Whether segments and indexes are fsync'ed before they are sealed and published. */
     final boolean fsync;
 
+    /**
+     * {@code store}: null for a local file log; for a log on an S3-protocol store, its settings as
+     * {@link ObjectStore#of} takes them, with {@code root} the log's key prefix in the bucket.
+     */
     public TapSpec(String root, String stream, String job, int peers, byte[] schemaMessage, byte[] stagedHeader,
                    int timeColumn, int arity, String literal, long segmentBytes, int eventRows, long eventBytes,
-                   boolean fsync) {
+                   boolean fsync, String[] store) {
         this.root = root;
+        this.store = ObjectStore.of(store);
         this.stream = stream;
         this.job = job;
         this.peers = peers;
