@@ -17,14 +17,21 @@ The same DataFrame — ``--rows`` rows of (``id`` bigint, ``k`` = id % 1000, ``w
 * **tap**: ``tap(df, "s3://bench/tap-R", "rows", time="t")`` consumed by a ``noop`` write: every partition is
   staged as objects on S3 by its task and published (its segment objects copied under the conditional create),
   one part per partition, 8 times per part;
+* **tap (jvm)**: the same with ``engine="jvm"`` (``connectors/spark/jvm``): the rows stay in the executor JVMs,
+  each task stages its part on its local disk and publishes it with conditional puts;
 * **parquet**: ``df.write.parquet("s3a://bench/parquet-R")`` (Spark's default committer: task and job commits
   copy the files on S3, as s3a renames);
 * **noop**: ``df.write.format("noop")``, the cost of computing and moving the rows to Python and back
   without storing them (a floor for the tap, not a competitor).
 
+and then is read back (``--no-read`` skips these): **read (jvm)** = ``read_log(spark, uri, engine="jvm")`` of
+round 0's JVM-tapped stream, **read (python)** = the ``eventlog`` data source on it, **read parquet** =
+``spark.read.parquet`` of round 0's parquet files, each consumed by a ``noop`` write.
+
 Cases are interleaved in each of ``--rounds`` rounds (the order rotates per round). Each round prints the load
 average before and after and its times; the table gives best, median and spread ((worst - best) / best) per
-case, and tap / parquet from the best times, the medians and the median of same-round ratios. The first
+case, and tap / parquet (and JVM tap / parquet, JVM read / parquet read) from the best times, the medians and
+the median of same-round ratios. The first
 round checks what was stored (row counts read back through the ``eventlog`` data source and ``spark.read.parquet``).
 """
 
@@ -138,6 +145,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=17177, help="the cluster's master port (tools/spark-cluster)")
     ap.add_argument("--s3-port", type=int, default=17985, help="the S3 server's port (tools/s3-server)")
     ap.add_argument("--cores", type=int, default=2, help="cores each of the two workers offers")
+    ap.add_argument("--no-read", action="store_true", help="time the writes only")
     args = ap.parse_args()
 
     data = f"/tmp/bench-spark-{args.port}"
@@ -148,7 +156,7 @@ def main() -> None:
     os.environ.update(env)
     spark = None
     samples = Samples()
-    same_round: list[float] = []
+    same_round: dict[str, list[float]] = {}
     sizes: dict[str, int] = {}
     try:
         print(run(CLUSTER, "start", "--port", str(args.port), "--data", data, "--workers", "2", "--cores",
@@ -162,16 +170,36 @@ def main() -> None:
         def ours(r: int) -> None:
             tap(df, f"s3://{BUCKET}/tap-{r}", "rows", time="t").write.format("noop").mode("overwrite").save()
 
+        def ours_jvm(r: int) -> None:
+            tap(df, f"s3://{BUCKET}/jvm-{r}", "rows", time="t", engine="jvm").write.format("noop") \
+                .mode("overwrite").save()
+
         def parquet(r: int) -> None:
             df.write.parquet(f"s3a://{BUCKET}/parquet-{r}")
 
         def noop(r: int) -> None:
             df.write.format("noop").mode("overwrite").save()
 
-        cases = {"tap to s3://": ours, "df.write.parquet to s3a://": parquet, "noop (no storage)": noop}
-        ours(-1)   # warm-up: executors' Python workers, the s3a classes, the server
+        from connectors.spark.jvm.read import read_log
+
+        def read_jvm(r: int) -> None:
+            read_log(spark, f"s3://{BUCKET}/jvm-0/rows", engine="jvm").write.format("noop").mode("overwrite").save()
+
+        def read_python(r: int) -> None:
+            read_log(spark, f"s3://{BUCKET}/jvm-0/rows", engine="python").write.format("noop").mode("overwrite") \
+                .save()
+
+        def read_parquet(r: int) -> None:
+            spark.read.parquet(f"s3a://{BUCKET}/parquet-0").write.format("noop").mode("overwrite").save()
+
+        cases = {"tap to s3://": ours, "df.write.parquet to s3a://": parquet, "tap (jvm) to s3://": ours_jvm,
+                 "noop (no storage)": noop}
+        reads = {"read (jvm)": read_jvm, "read (python)": read_python, "read parquet": read_parquet}
+        ours(-1)   # warm-up: executors' Python workers, the s3a classes, the JVM tap's jar, the server
         parquet(-1)
+        ours_jvm(-1)
         names = list(cases)
+        pairs = {"tap / parquet": (names[0], names[1]), "JVM tap / parquet": (names[2], names[1])}
         for r in range(args.rounds):
             before = load()
             took = {}
@@ -180,16 +208,31 @@ def main() -> None:
                 cases[name](r)
                 took[name] = time.perf_counter() - t0
                 samples.add(name, took[name])
-            same_round.append(took[names[0]] / took[names[1]])
-            print(f"round {r + 1}/{args.rounds} (load {before} -> {load()}): "
-                  + ", ".join(f"{n} {t:.2f} s" for n, t in took.items())
-                  + f"; tap / parquet {same_round[-1]:.2f}", flush=True)
             if r == 0:
                 got = spark.read.format("eventlog").load(f"s3://{BUCKET}/tap-0/rows").count()
+                got_jvm = spark.read.format("eventlog").load(f"s3://{BUCKET}/jvm-0/rows").count()
                 pq = spark.read.parquet(f"s3a://{BUCKET}/parquet-0").count()
-                if got != args.rows or pq != args.rows:
-                    raise SystemExit(f"stored rows: tap {got}, parquet {pq}; expected {args.rows}")
-                sizes = {names[0]: stored(f"s3://{BUCKET}/tap-0"), names[1]: stored(f"s3://{BUCKET}/parquet-0")}
+                if got != args.rows or pq != args.rows or got_jvm != args.rows:
+                    raise SystemExit(f"stored rows: tap {got}, JVM tap {got_jvm}, parquet {pq}; expected {args.rows}")
+                sizes = {names[0]: stored(f"s3://{BUCKET}/tap-0"), names[1]: stored(f"s3://{BUCKET}/parquet-0"),
+                         names[2]: stored(f"s3://{BUCKET}/jvm-0")}
+                if not args.no_read:
+                    names += list(reads)
+                    cases.update(reads)
+                    pairs["JVM read / parquet read"] = ("read (jvm)", "read parquet")
+                    for name in reads:  # warm-up
+                        cases[name](r)
+                    for name in reads:
+                        t0 = time.perf_counter()
+                        cases[name](r)
+                        took[name] = time.perf_counter() - t0
+                        samples.add(name, took[name])
+            for label, (a, b) in pairs.items():
+                same_round.setdefault(label, []).append(took[a] / took[b])
+            print(f"round {r + 1}/{args.rounds} (load {before} -> {load()}): "
+                  + ", ".join(f"{n} {t:.2f} s" for n, t in took.items())
+                  + "".join(f"; {label} {v[-1]:.2f}" for label, v in same_round.items()), flush=True)
+            if r == 0:
                 print(f"checked: {args.rows} rows read back from each; stored "
                       + ", ".join(f"{n} {fmt_bytes(b)}" for n, b in sizes.items()), flush=True)
     finally:
@@ -199,7 +242,6 @@ def main() -> None:
         shutil.rmtree(data, ignore_errors=True)
         print(run(S3, "stop", "--port", str(args.s3_port), "--data", s3_data), flush=True)
 
-    tap_name, pq_name = names[0], names[1]
     rows = [[n, f"{samples.best(n):.2f}", f"{samples.median(n):.2f}", f"{samples.spread(n):.0%}",
              fmt_count_rate(args.rows, samples.best(n)), fmt_bytes(sizes[n]) if n in sizes else ""] for n in names]
     print()
@@ -207,10 +249,12 @@ def main() -> None:
           f"cores, load now {load()}")
     print(format_table(["case", "best s", "median s", "spread", "rows/s (best)", "stored"], rows, markdown=True))
     print()
-    print(f"tap / parquet: best {samples.best(tap_name) / samples.best(pq_name):.2f}x, median "
-          f"{samples.median(tap_name) / samples.median(pq_name):.2f}x, same-round median "
-          f"{statistics.median(same_round):.2f}x (range {min(same_round):.2f}-{max(same_round):.2f}); time ratios, "
-          "below 1 means the tap is faster")
+    for label, (a, b) in pairs.items():
+        v = same_round[label]
+        print(f"{label}: best {samples.best(a) / samples.best(b):.2f}x, median "
+              f"{samples.median(a) / samples.median(b):.2f}x, same-round median "
+              f"{statistics.median(v):.2f}x (range {min(v):.2f}-{max(v):.2f}); time ratios, below 1 means ours is "
+              "faster")
 
 
 if __name__ == "__main__":
