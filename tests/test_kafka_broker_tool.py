@@ -478,12 +478,20 @@ def test_kcat_lists_the_three_broker_cluster(kafka_cluster3, kcat):
 
     bs = kafka_cluster3.bootstrap
     topic = _create_topic(bs, partitions=2)
-    out = subprocess.run([kcat, "-L", "-J", "-b", bs, "-t", topic, "-m", "30"], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    md = json.loads(out.stdout)
+    _wait_isr(bs, topic, 3, partitions=2)
+    # Brokers learn a new topic from the controller one by one: the broker kcat asks may not list its partitions
+    # yet (a CI run saw none), so ask again until it does, as a user re-running kcat would.
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run([kcat, "-L", "-J", "-b", bs, "-t", topic, "-m", "30"], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        md = json.loads(out.stdout)
+        [t] = md["topics"]
+        if len(t["partitions"]) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert sorted(b["id"] for b in md["brokers"]) == [1, 2, 3]
-    [t] = md["topics"]
     assert t["topic"] == topic and len(t["partitions"]) == 2
     assert all(sorted(r["id"] for r in p["replicas"]) == [1, 2, 3] for p in t["partitions"])
 
