@@ -81,6 +81,17 @@ def test_uri_settings_reach_the_clients():
         open_log("kafka://127.0.0.1:1/x?no.such.setting=1")
 
 
+def test_clients_reconnect_after_10_ms_unless_the_user_says_otherwise():
+    """A new librdkafka client drops its bootstrap connection and connects again to the broker by id after
+    reconnect.backoff.ms: eventlog's 10 ms (librdkafka's 100) keeps a part writer's opening short."""
+    t = parse_kafka_uri("kafka://h:1/p")
+    for settings in (t.producer(), t.consumer(), t.admin()):
+        assert settings["reconnect.backoff.ms"] == 10
+    assert parse_kafka_uri("kafka://h:1/p?reconnect.backoff.ms=250").producer()["reconnect.backoff.ms"] == "250"
+    assert parse_kafka_uri("kafka://h:1/p", {"reconnect.backoff.ms": 50}).consumer()["reconnect.backoff.ms"] == 50
+    Producer(t.producer())  # librdkafka takes the setting
+
+
 def test_every_partition_opens_with_the_header(kafka_uri, kafka_bootstrap):
     log = open_log(kafka_uri)
     fill(log, peers=3, n=3, part=1)
