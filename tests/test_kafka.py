@@ -189,6 +189,27 @@ def test_restarted_writer_continues_after_the_last_sequence_id(kafka_uri):
     assert [e.seq for e in open_log(kafka_uri).reader("s", 0)] == [1, 2, 3, 4]
 
 
+def test_the_logs_own_scans_leave_no_partition_being_fetched(kafka_uri):
+    """Opening a writer reads the part's tail (and a restarted one, the last record; ``last_seq`` and ``seek``
+    scan too). A scan's consumer left assigned would go on fetching the partition, the writer's own records
+    included, into its queue for as long as the log is open: every scan, finished or dropped, unassigns it."""
+    log = open_log(kafka_uri)
+    cap = Capture(log, "s", 0, 2, schema=SCHEMA)
+    assert log._consumer is not None and log._consumer.assignment() == []
+    for t in range(3):
+        cap.send(t, [{"n": t, "s": "x"}])
+        cap.advance_to(t + 1)
+    assert log.last_seq("s", 0) == cap.next_seq - 1
+    assert log._consumer.assignment() == []
+    cap.abort()  # a crash: the part goes on in the next writer
+    again = open_log(kafka_uri)
+    cap = Capture(again, "s", 0, 2)  # the tail holds events now
+    assert cap.next_seq > 1 and again._consumer.assignment() == []
+    cap.close()
+    again.close()
+    log.close()
+
+
 def test_resent_records_of_another_writer_raise(kafka_uri, kafka_bootstrap):
     """Seqs 3..5 sent again by a producer that is not the part's writer (no writer epoch, as a restarted
     application that bypassed the fenced writer would) are a second history: readers raise instead of dropping

@@ -82,8 +82,20 @@ def frame_of(m, stream: str, part: int) -> Frame:  # noqa: ANN001 - a confluent_
 
 def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int) -> Iterator[Frame]:
     """The records of one partition from ``offset`` to its current end (partition EOF); committed records
-    only. ``offset`` must lie between the partition's watermarks (else LostDataError)."""
+    only. ``offset`` must lie between the partition's watermarks (else LostDataError). The consumer is unassigned
+    when the scan ends or is dropped: left assigned, it would go on fetching the partition (a writer's own records,
+    into its queue) every ``fetch.wait.max.ms`` for as long as the log is open."""
     consumer.assign([TopicPartition(topic, part, offset)])
+    try:
+        yield from _scan(log, consumer, topic, part, offset)
+    finally:
+        try:
+            consumer.unassign()
+        except (KafkaException, RuntimeError):  # closed with the log meanwhile: nothing is fetched any more
+            pass
+
+
+def _scan(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int) -> Iterator[Frame]:
     deadline = time.monotonic() + log.timeout
     stream = log.target.stream_of(topic) or topic
     while True:
