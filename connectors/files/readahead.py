@@ -72,7 +72,7 @@ def depth() -> int:
             return max(0, int(raw))
         except ValueError:
             raise ValueError(f"EVENTLOG_READ_AHEAD={raw!r} is not a whole number of events") from None
-    return 2 if (os.cpu_count() or 1) > 1 else 0
+    return 2 if workers.CORES > 1 else 0
 
 
 class BadChecksum(Exception):
