@@ -92,6 +92,35 @@ def test_clients_reconnect_after_10_ms_unless_the_user_says_otherwise():
     Producer(t.producer())  # librdkafka takes the setting
 
 
+def test_scans_ask_the_broker_to_hold_empty_fetches_1_ms_and_followers_20(kafka_uri, monkeypatch):
+    """A scan (a writer's tail, ``last_seq``, seeks) ends at the partition's end, which the broker reports after
+    holding an empty fetch for ``fetch.wait.max.ms``: the log's scanner asks for 1 ms (a writer's opening read its
+    tail in ~44 ms with 20); a reader following a part keeps 20 ms. A user's setting wins for both."""
+    import connectors.kafka.reader as reader_mod
+
+    made: list[dict] = []
+
+    class Recording(reader_mod.Consumer):
+        def __init__(self, settings: dict) -> None:
+            made.append(settings)
+            super().__init__(settings)
+
+    monkeypatch.setattr(reader_mod, "Consumer", Recording)
+    log = open_log(kafka_uri)
+    fill(log, peers=1, n=2)
+    assert log.last_seq("s", 0) > 0
+    [scanner] = made
+    assert scanner["fetch.wait.max.ms"] == 1
+    assert [e.seq for e in log.reader("s", 0)]
+    assert made[-1]["fetch.wait.max.ms"] == 20 and len(made) == 2
+    log.close()
+    made.clear()
+    tuned = open_log(kafka_uri + "?fetch.wait.max.ms=7")
+    assert tuned.last_seq("s", 0) > 0 and [e.seq for e in tuned.reader("s", 0)]
+    assert [m["fetch.wait.max.ms"] for m in made] == ["7", "7"]
+    tuned.close()
+
+
 def test_every_partition_opens_with_the_header(kafka_uri, kafka_bootstrap):
     log = open_log(kafka_uri)
     fill(log, peers=3, n=3, part=1)

@@ -37,8 +37,11 @@ if TYPE_CHECKING:
 _BATCH = 500
 
 
-def new_consumer(log: "KafkaLog", error_cb=None) -> Consumer:  # noqa: ANN001 - librdkafka's callback
-    """A consumer for explicit assignment: never joins a group, never commits."""
+def new_consumer(log: "KafkaLog", error_cb=None, *, fetch_wait_ms: int = 20) -> Consumer:  # noqa: ANN001
+    """A consumer for explicit assignment: never joins a group, never commits. ``fetch_wait_ms``: how long the
+    broker may hold a fetch that finds nothing new (``fetch.wait.max.ms``, unless the user set it): a reader
+    following a live part waits up to that for new records; a scan (``scan_partition``) waits about that once
+    for its end of partition."""
     extra = {"error_cb": error_cb} if error_cb is not None else {}
     return Consumer(log.target.consumer(**extra, **{
         "group.id": f"eventlog-{uuid.uuid4().hex}",
@@ -46,7 +49,7 @@ def new_consumer(log: "KafkaLog", error_cb=None) -> Consumer:  # noqa: ANN001 - 
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
         "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 20,
+        "fetch.wait.max.ms": fetch_wait_ms,
         "fetch.error.backoff.ms": 10,
     }))
 
