@@ -92,6 +92,27 @@ def test_clients_reconnect_after_10_ms_unless_the_user_says_otherwise():
     Producer(t.producer())  # librdkafka takes the setting
 
 
+def test_a_scan_dropped_late_does_not_stop_the_scan_that_followed_it(kafka_uri):
+    """A scan still referenced (an exception's traceback holds it) is closed after the next scan began on the same
+    consumer: closing it must leave the new scan's partition assigned, and the new scan reads to its end."""
+    from connectors.kafka.reader import scan_partition
+
+    log = open_log(kafka_uri)
+    fill(log, peers=2, n=4, part=0)
+    fill(log, "s", peers=2, n=4, part=1)
+    topic, consumer = log.target.topic("s"), log._scanner()
+    first = scan_partition(log, consumer, topic, 0, 0)
+    assert next(first).is_header
+    second = scan_partition(log, consumer, topic, 1, 0)
+    assert next(second).is_header
+    first.close()  # the late finalisation
+    assert [tp.partition for tp in consumer.assignment()] == [1]
+    rest = list(second)
+    assert rest and rest[-1].last_seq == log.last_seq("s", 1)
+    assert consumer.assignment() == []
+    log.close()
+
+
 def test_scans_ask_the_broker_to_hold_empty_fetches_1_ms_and_followers_20(kafka_uri, monkeypatch):
     """A scan (a writer's tail, ``last_seq``, seeks) ends at the partition's end, which the broker reports after
     holding an empty fetch for ``fetch.wait.max.ms``: the log's scanner asks for 1 ms (a writer's opening read its

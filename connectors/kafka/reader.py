@@ -89,13 +89,21 @@ def scan_partition(log: "KafkaLog", consumer: Consumer, topic: str, part: int, o
     when the scan ends or is dropped: left assigned, it would go on fetching the partition (a writer's own records,
     into its queue) every ``fetch.wait.max.ms`` for as long as the log is open."""
     consumer.assign([TopicPartition(topic, part, offset)])
+    token = _SCANS[id(consumer)] = object()
     try:
         yield from _scan(log, consumer, topic, part, offset)
     finally:
-        try:
-            consumer.unassign()
-        except (KafkaException, RuntimeError):  # closed with the log meanwhile: nothing is fetched any more
-            pass
+        # a scan dropped late (held by an exception's traceback) must not unassign the scan that followed it
+        if _SCANS.get(id(consumer)) is token:
+            del _SCANS[id(consumer)]
+            try:
+                consumer.unassign()
+            except (KafkaException, RuntimeError):  # closed with the log meanwhile: nothing is fetched any more
+                pass
+
+
+_SCANS: dict[int, object] = {}
+"""The scan each consumer runs now (by ``id``): only that scan unassigns it."""
 
 
 def _scan(log: "KafkaLog", consumer: Consumer, topic: str, part: int, offset: int) -> Iterator[Frame]:
