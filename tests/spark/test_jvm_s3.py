@@ -236,6 +236,39 @@ def test_requests_are_signed_as_aws_signature_version_4(spark, jvm, recorder, tm
     _check_signature(head, head_path, head_headers, "wJalr/XUtnFEMI+K7MDENG", "eu-west-3")
 
 
+@pytest.mark.parametrize("token,bucket", [("", "my-bucket"), ("a-session-token/+=", "my-bucket"), ("", "my.bucket")])
+def test_aws_itself_is_addressed_by_virtual_host_and_signed_for_it(spark, jvm, token, bucket):
+    """Without an endpoint the store is AWS S3: requests go over HTTPS to ``<bucket>.s3.<region>.amazonaws.com``
+    with the key as the path (a bucket with dots, which AWS's certificate does not cover as a host, path-style to
+    ``s3.<region>.amazonaws.com``). There is no network here, so each request is built and signed but not sent, and
+    botocore's signer (what S3 checks signatures with) recomputes the signature for that host and path: an object
+    put (exclusive), a head, and a bucket listing with its query."""
+    from urllib.parse import urlsplit
+
+    from connectors.spark.jvm import _java_strings
+
+    j = spark.sparkContext._jvm.eventlog.spark.JvmTap
+    secret = "wJalr/XUtnFEMI+K7MDENG"
+    store = j.objectStore("", "eu-west-3", bucket, "AKIDEXAMPLE", secret, token)
+    host, root = (f"{bucket}.s3.eu-west-3.amazonaws.com", "") if "." not in bucket else \
+        ("s3.eu-west-3.amazonaws.com", f"/{bucket}")
+    key = "logs/st ream/part=0/ünï+code/00000000000000000001.arrow"
+    key_path = "/logs/st%20ream/part%3D0/%C3%BCn%C3%AF%2Bcode/00000000000000000001.arrow"
+    listing = ("list-type", "2", "prefix", "logs/st ream/", "delimiter", "/")
+    for method, k, query, exclusive, path in [("PUT", key, (), True, root + key_path),
+                                              ("HEAD", key, (), False, root + key_path),
+                                              ("GET", None, listing, False, root or "/")]:
+        uri, *lines = j.unsentRequest(store, method, k, _java_strings(spark, query), exclusive)
+        parts = urlsplit(uri)
+        assert (parts.scheme, parts.netloc, parts.path) == ("https", host, path)
+        assert parts.query == ("delimiter=%2F&list-type=2&prefix=logs%2Fst%20ream%2F" if query else "")
+        headers = dict(line.split(": ", 1) for line in lines)
+        assert (headers.get("If-None-Match") == "*") == exclusive
+        assert headers.get("x-amz-security-token", "") == token
+        headers["host"] = parts.netloc
+        _check_signature(method, path + (f"?{parts.query}" if parts.query else ""), headers, secret, "eu-west-3")
+
+
 def test_store_answers_are_typed(spark, jvm, recorder, tmp_path):
     """412 on an exclusive put: False; 404 on a head: False; a refusal: an error naming the object and the
     status; a 5xx: retried, then the same; anonymous access: no signature."""

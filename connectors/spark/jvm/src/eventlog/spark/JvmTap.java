@@ -99,6 +99,23 @@ public final class JvmTap {
         return ((ObjectStore) store).list(prefix).toArray(new String[0]);
     }
 
+    /**
+     * The URI and headers ({@code "name: value"}) of the request {@code method} on {@code key} (null: the bucket)
+     * with {@code query} ({@code [name, value, ...]}) to {@code store} ({@link #objectStore}), signed but not sent.
+     */
+    public static String[] unsentRequest(Object store, String method, String key, String[] query, boolean exclusive)
+            throws java.io.IOException {
+        java.util.TreeMap<String, String> q = new java.util.TreeMap<>();
+        for (int i = 0; i + 1 < query.length; i += 2) {
+            q.put(query[i], query[i + 1]);
+        }
+        java.net.http.HttpRequest r = ((ObjectStore) store).unsent(method, key, q.isEmpty() ? null : q, exclusive);
+        java.util.List<String> out = new java.util.ArrayList<>();
+        out.add(r.uri().toString());
+        r.headers().map().forEach((name, values) -> values.forEach(v -> out.add(name + ": " + v)));
+        return out.toArray(new String[0]);
+    }
+
     /** {@code rdd}'s rows as a DataFrame of {@code schema}, each partition captured when a job computes it. */
     public static Dataset<Row> tap(SparkSession session, RDD<InternalRow> rdd, StructType schema, TapSpec spec) {
         RDD<InternalRow> tapped = rdd.mapPartitionsWithIndex(new PartTap(spec, schema), true,

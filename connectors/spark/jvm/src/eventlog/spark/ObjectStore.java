@@ -331,8 +331,10 @@ final class ObjectStore implements Serializable {
                                         String payloadHash, boolean exclusive) throws IOException {
         String base;
         String path;
-        if (endpoint != null) {
-            base = endpoint;
+        if (endpoint != null || bucket.contains(".")) {
+            // path-style to an endpoint; and on AWS for a bucket with dots, which AWS's TLS certificate
+            // (*.s3.<region>.amazonaws.com) does not cover as a virtual host, as the AWS SDKs do
+            base = endpoint != null ? endpoint : "https://s3." + region + ".amazonaws.com";
             path = "/" + encode(bucket) + (key == null ? "" : "/" + encodePath(key));
         } else {
             base = "https://" + bucket + ".s3." + region + ".amazonaws.com";
@@ -386,6 +388,16 @@ final class ObjectStore implements Serializable {
         String signature = hex(hmac(k, toSign));
         return b.header("Authorization", "AWS4-HMAC-SHA256 Credential=" + accessKey + "/" + scope
             + ", SignedHeaders=" + signed + ", Signature=" + signature);
+    }
+
+    /**
+     * The request {@code method} on {@code key} (null: the bucket) with {@code query} would send, signed, without a
+     * payload, and not sent: for tests of the addressing and signing where no store answers (AWS itself).
+     */
+    HttpRequest unsent(String method, String key, java.util.SortedMap<String, String> query, boolean exclusive)
+            throws IOException {
+        return request(method, key, query, EMPTY_SHA256, exclusive)
+            .method(method, HttpRequest.BodyPublishers.noBody()).build();
     }
 
     /** An object key as a URI path: every byte but the unreserved characters and {@code /} percent-encoded. */
