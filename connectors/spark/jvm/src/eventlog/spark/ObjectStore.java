@@ -282,7 +282,7 @@ final class ObjectStore implements Serializable {
             return null;
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            throw new IOException("interrupted while writing " + display(key), e);
+            throw new IOException("interrupted while waiting for the S3 store's answer for " + display(key), e);
         }
     }
 

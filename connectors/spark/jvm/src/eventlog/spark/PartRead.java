@@ -87,9 +87,8 @@ final class PartRead {
         counts.put(new TimeKey(minimum), 1L);
     }
 
-    private CorruptLogException corrupt(String what, long seq, long offset, Object file) {
-        return new CorruptLogException("CorruptLogError", what, spec.stream, part, seq, offset,
-            file == null ? null : file.toString());
+    private CorruptLogException corrupt(String what, long seq, long offset, String file) {
+        return new CorruptLogException("CorruptLogError", what, spec.stream, part, seq, offset, file);
     }
 
     /** Read the part's events; the released Messages events are in {@link #released}. */
@@ -148,7 +147,6 @@ final class PartRead {
      * temporary file (removed at once; the mapping keeps its pages).
      */
     private ByteBuffer load(String name) throws IOException {
-        Path file = dir.resolve(name);
         Path copy = null;
         if (spec.store != null) {
             copy = Files.createTempFile(PartCapture.localDir(), "eventlog-read-", ".arrow");
@@ -157,8 +155,8 @@ final class PartRead {
                 throw new CorruptLogException("CorruptLogError", "segment was listed but is gone (the stream was "
                     + "rewritten while it was read?)", spec.stream, part, -1, -1, where(name));
             }
-            file = copy;
         }
+        Path file = copy != null ? copy : dir.resolve(name);
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
             long size = ch.size();
             if (size > Integer.MAX_VALUE - 64) {
