@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from capture import Capture
 from connectors.files import FileLog
@@ -374,6 +376,44 @@ def test_columns_that_disagree_with_the_event_are_a_corrupt_log_error(tmp_path, 
         cap.send(0, rows(0))
     monkeypatch.undo()
     with pytest.raises(CorruptLogError, match="_seq column") as e:
+        list(FileLog(str(tmp_path)).reader("s", 0))
+    assert e.value.seq == 1 and e.value.path.endswith("00000000000000000001.arrow")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(1 << 63), (1 << 63) - 1) | st.sampled_from([0, 7, -1]), max_size=40),
+       st.integers(0, 5), st.integers(-(1 << 64), 1 << 64) | st.sampled_from([0, 7, -1]))
+def test_a_column_is_constant_exactly_when_every_row_it_shows_is_the_value(values, start, value):
+    """The check that an event's _seq and _time columns agree with its metadata (a view over the int64 buffer)
+    answers as a row-by-row comparison would, for sliced arrays and values outside int64 too."""
+    from eventlog.encoding.arrow_file import _constant
+
+    col = pa.array(values, pa.int64()).slice(start)
+    shown = values[start:]
+    assert _constant(col, value) == (len(shown) > 0 and all(v == value for v in shown))
+    lengths = pa.array([[0] * (v % 3) for v in values], pa.list_(pa.int64())).slice(start)
+    import pyarrow.compute as pc
+
+    assert _constant(pc.list_value_length(lengths), 2) == (len(shown) > 0 and all(v % 3 == 2 for v in shown))
+
+
+def test_one_row_of_the_time_column_that_disagrees_is_a_corrupt_log_error(tmp_path, monkeypatch):
+    from eventlog.encoding import arrow_file
+
+    real = arrow_file._FileSegmentEncoder._rows
+
+    def lying(self, event, seq):  # noqa: ANN001, ANN202
+        batch = real(self, event, seq)
+        times = [event.time] * (batch.num_rows - 1) + [event.time + 1]
+        return batch.set_column(batch.schema.get_field_index("_time"), pa.field("_time", pa.int64(), nullable=False),
+                                pa.array(times, pa.int64()))
+
+    monkeypatch.setattr(arrow_file._FileSegmentEncoder, "_rows", lying)
+    log = FileLog(str(tmp_path))
+    with Capture(log, "s", 0, 1, schema=SCHEMA) as cap:
+        cap.send(3, rows(2))  # three rows: only the last disagrees
+    monkeypatch.undo()
+    with pytest.raises(CorruptLogError, match="_time column") as e:
         list(FileLog(str(tmp_path)).reader("s", 0))
     assert e.value.seq == 1 and e.value.path.endswith("00000000000000000001.arrow")
 
