@@ -289,3 +289,39 @@ def test_each_index_entry_is_looked_at_about_once(tmp_path, monkeypatch) -> None
     reader_own = len(looked)   # what the reader looks at without decoding ahead
     # each entry once, and once more where a look stopped with the events in flight at their limit
     assert in_place - reader_own <= 2 * events + readahead.LOOK, (in_place, reader_own, events)
+
+
+def test_a_worker_merging_three_parts_decodes_their_large_events_ahead(tmp_path, monkeypatch) -> None:
+    """A replay worker assigned three parts keeps two events ahead in each: only the first Messages event of
+    each segment is decoded in place (with two events a core for the whole process, ten of 36 were)."""
+    from replay import Replayer
+
+    monkeypatch.setenv("EVENTLOG_READ_AHEAD", "2")
+    monkeypatch.setattr(workers, "size", lambda: 2)  # the smallest pool: the budget that must suffice
+    root = str(tmp_path)
+    log = open_log(root, sync="none")
+    parts, times = 3, 12
+    for p in range(parts):
+        with Capture(log, "s", p, parts, schema=SCHEMA) as cap:
+            for t in range(times):
+                cap.send(t, batch(100 * p + t))
+                cap.advance_to(t + 1)
+    taken = {"ahead": 0, "in place": 0}
+    real = readahead.ReadAhead.take
+
+    def take(self, seq, offset, length):  # noqa: ANN001, ANN202
+        fut = real(self, seq, offset, length)
+        if length >= readahead.MIN_BYTES:
+            taken["ahead" if fut is not None else "in place"] += 1
+        return fut
+
+    monkeypatch.setattr(readahead.ReadAhead, "take", take)
+    rows = 0
+    with Replayer(open_log(root), "s", 0, 1, mode="assign") as r:
+        for ev in r:
+            if isinstance(ev, Messages):
+                rows += ev.records.num_rows
+    assert rows == parts * times * ROWS
+    segments = len(glob.glob(os.path.join(root, "s", "part=*", "*.arrow")))
+    # a segment's first event is decoded in place before its reader looks ahead (not counted here)
+    assert taken == {"ahead": parts * times - segments, "in place": 0}, taken
