@@ -159,6 +159,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     requests: list = []
     status = 200
     answer = b""
+    headers: dict = {}
 
     def _answer(self) -> None:
         n = int(self.headers.get("Content-Length") or 0)
@@ -166,6 +167,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         type(self).requests.append((self.command, self.path, dict(self.headers), body))
         self.send_response(type(self).status)
         self.send_header("Content-Length", str(len(type(self).answer)))
+        for name, value in type(self).headers.items():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             try:
@@ -184,6 +187,7 @@ def recorder():
     _Recorder.requests = []
     _Recorder.status = 200
     _Recorder.answer = b""
+    _Recorder.headers = {}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
@@ -294,6 +298,55 @@ def test_store_answers_are_typed(spark, jvm, recorder, tmp_path):
         j.exists(store, "k/2")
     assert len(_Recorder.requests) == 5   # retried with back-off
     assert Counter(r[0] for r in _Recorder.requests) == Counter({"HEAD": 5})
+
+
+_REDIRECT = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>PermanentRedirect</Code><Message>The bucket "
+             b"you are attempting to access must be addressed using the specified endpoint.</Message><Endpoint>"
+             b"b.s3.eu-west-1.amazonaws.com</Endpoint><Bucket>b</Bucket></Error>")
+_WRONG_REGION = (b"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AuthorizationHeaderMalformed</Code><Message>"
+                 b"The authorization header is malformed; the region 'us-east-1' is wrong; expecting 'eu-west-1'"
+                 b"</Message><Region>eu-west-1</Region></Error>")
+
+
+def test_a_bucket_in_another_region_is_named_with_the_region_to_sign_for(spark, jvm, recorder, tmp_path):
+    """AWS's answers when requests are signed for the wrong region — a head's bare 301 with
+    x-amz-bucket-region, a PermanentRedirect document, an AuthorizationHeaderMalformed naming the region — give
+    an error naming the object, AWS's code and the region to set; nothing is said of a region that is the one
+    signed for, nor repeated when it is no region name."""
+    from py4j.protocol import Py4JJavaError
+
+    sc = spark.sparkContext
+    port = recorder.server_address[1]
+    j = sc._jvm.eventlog.spark.JvmTap
+    store = j.objectStore(f"http://127.0.0.1:{port}", "us-east-1", "b", "AKIDEXAMPLE", "secret", "")
+    body = tmp_path / "seg"
+    body.write_bytes(b"y")
+    hint = r"the bucket b is in region eu-west-1, these requests are signed for us-east-1: set AWS_REGION=eu-west-1"
+
+    _Recorder.status, _Recorder.answer, _Recorder.headers = 301, b"", {"x-amz-bucket-region": "eu-west-1"}
+    with pytest.raises(Py4JJavaError, match=r"HeadObject of s3://b/k/1 refused: HTTP 301; " + hint):
+        j.exists(store, "k/1")
+    _Recorder.answer = _REDIRECT
+    with pytest.raises(Py4JJavaError, match=r"GetObject of s3://b/k/1 refused: HTTP 301 PermanentRedirect \(The "
+                                            r"bucket .*\); " + hint):
+        j.get(store, "k/1", 1 << 20)
+    with pytest.raises(Py4JJavaError, match=r"ListObjectsV2 of s3://b/k/ refused: HTTP 301 PermanentRedirect.*; "
+                                            + hint):
+        j.list(store, "k")
+    _Recorder.status, _Recorder.answer, _Recorder.headers = 400, _WRONG_REGION, {}
+    with pytest.raises(Py4JJavaError, match=r"PutObject of s3://b/k/1 refused: HTTP 400 AuthorizationHeaderMalformed"
+                                            r" .*; " + hint):
+        j.put(store, "k/1", str(body), True)
+    assert len(_Recorder.requests) == 4  # refusals, not retried
+    # the region signed for, or no region name: the store's own words only
+    _Recorder.status, _Recorder.answer, _Recorder.headers = 403, b"", {"x-amz-bucket-region": "us-east-1"}
+    with pytest.raises(Py4JJavaError) as e:
+        j.exists(store, "k/1")
+    assert "refused: HTTP 403" in str(e.value) and "AWS_REGION" not in str(e.value)
+    _Recorder.headers = {"x-amz-bucket-region": "eu-west-1; rm -rf"}
+    with pytest.raises(Py4JJavaError) as e:
+        j.exists(store, "k/1")
+    assert "refused: HTTP 403" in str(e.value) and "rm -rf" not in str(e.value)
 
 
 def test_an_unreachable_store_fails_the_job_naming_the_object(spark, jvm, s3_bucket, monkeypatch):

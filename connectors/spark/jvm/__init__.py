@@ -20,7 +20,9 @@ retried on transport errors, 5xx, 429 and conflicts) use the endpoint, region an
 client resolved — the URI's query, else the standard AWS settings and credential chain — shipped with the
 tasks, so executors need no settings of their own; temporary credentials must outlast the job. Path-style
 requests go to an explicit endpoint, virtual-hosted ones (HTTPS) to AWS S3, except for a bucket with dots, which
-goes path-style to ``s3.<region>.amazonaws.com`` (AWS's certificate does not cover it as a host).
+goes path-style to ``s3.<region>.amazonaws.com`` (AWS's certificate does not cover it as a host). When AWS
+answers that the bucket is in another region (a redirect, a malformed-authorization error), the task's error
+names that region and how to set it (``AWS_REGION`` or the URI's ``?region=``).
 
 **Where it runs, and where it does not.** File logs of format 2.x, local or on S3, the Arrow encoding, classic
 (not Connect) sessions of the Spark versions in ``SUPPORTED_SPARK``, a JDK (``javac``) on the driver, and

@@ -26,7 +26,8 @@ import javax.crypto.spec.SecretKeySpec;
  * reader {@code GetObject} and {@code ListObjectsV2}, signed with AWS Signature Version 4. The endpoint, region
  * and credentials are the ones the driver resolved ({@code connectors/spark/jvm}), shipped with the tasks.
  * Requests that fail in transport or with a 5xx, 429 or a conditional-write conflict (409) are retried a few times
- * with back-off ({@link #call}); other refusals raise IOException naming the object and the store's error code.
+ * with back-off ({@link #call}); other refusals raise IOException naming the object and the store's error code,
+ * and, when AWS answers that the bucket is in another region than the one signed for, that region and how to set it.
  */
 final class ObjectStore implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -89,7 +90,7 @@ final class ObjectStore implements Serializable {
         if (exclusive && r.status == 412) {
             return false;  // PreconditionFailed: the object exists
         }
-        throw refused("PutObject", key, r.status, r.body);
+        throw refused("PutObject", key, r);
     }
 
     /** Whether an object exists at {@code key}. */
@@ -102,7 +103,7 @@ final class ObjectStore implements Serializable {
         if (r.status == 404) {
             return false;
         }
-        throw refused("HeadObject", key, r.status, r.body);
+        throw refused("HeadObject", key, r);
     }
 
     /**
@@ -172,7 +173,7 @@ final class ObjectStore implements Serializable {
                         backOff(attempt);
                         continue;
                     }
-                    throw refused("GetObject", key, status, body);
+                    throw refused("GetObject", key, new Answer(status, body, bucketRegion(r)));
                 }
                 long length = r.headers().firstValueAsLong("Content-Length").orElse(-1);
                 if (length > limit) {
@@ -211,7 +212,7 @@ final class ObjectStore implements Serializable {
             }
             Answer r = call(() -> request("GET", null, query, EMPTY_SHA256, false).GET(), p, LISTING_BYTES);
             if (r.status / 100 != 2) {
-                throw refused("ListObjectsV2", p, r.status, r.body);
+                throw refused("ListObjectsV2", p, r);
             }
             org.w3c.dom.Document doc = ListXml.parse(r.body, display(p));
             for (String key : ListXml.texts(doc, "Contents", "Key")) {
@@ -233,8 +234,15 @@ final class ObjectStore implements Serializable {
         return status >= 500 || status == 429 || status == 409;  // 409: a concurrent conditional write, retry it
     }
 
-    /** A status and a body read whole (at most the cap the request was sent with). */
-    private record Answer(int status, byte[] body) {
+    /**
+     * A status, a body read whole (at most the cap the request was sent with), and the region AWS says the bucket
+     * is in ({@code x-amz-bucket-region}, on its redirects and errors), or null.
+     */
+    private record Answer(int status, byte[] body, String bucketRegion) {
+    }
+
+    private static String bucketRegion(HttpResponse<?> r) {
+        return r.headers().firstValue("x-amz-bucket-region").orElse(null);
     }
 
     /** Builds a request afresh for each try (its date and signature are of the moment it is sent). */
@@ -265,7 +273,7 @@ final class ObjectStore implements Serializable {
                 backOff(attempt);
                 continue;
             }
-            return new Answer(r.statusCode(), body);
+            return new Answer(r.statusCode(), body, bucketRegion(r));
         }
     }
 
@@ -295,12 +303,24 @@ final class ObjectStore implements Serializable {
         }
     }
 
-    private IOException refused(String op, String key, int status, byte[] bytes) {
-        String body = new String(bytes, StandardCharsets.UTF_8);
+    /**
+     * The store's refusal of {@code op} on {@code key}: its status, error code and message and, when AWS names
+     * another region for the bucket (a {@code PermanentRedirect}, an {@code AuthorizationHeaderMalformed}, a head's
+     * bare 301), that region and how to sign for it.
+     */
+    private IOException refused(String op, String key, Answer r) {
+        String body = new String(r.body, StandardCharsets.UTF_8);
         String code = between(body, "<Code>", "</Code>");
         String message = between(body, "<Message>", "</Message>");
-        return new IOException("S3 " + op + " of " + display(key) + " refused: HTTP " + status
-            + (code == null ? "" : " " + code) + (message == null ? "" : " (" + message + ")"));
+        String elsewhere = r.bucketRegion != null ? r.bucketRegion : between(body, "<Region>", "</Region>");
+        if (elsewhere != null && !elsewhere.matches("[a-z0-9-]{1,40}")) {
+            elsewhere = null;  // not a region name: not repeated to the user
+        }
+        String hint = elsewhere == null || elsewhere.equals(region) ? ""
+            : "; the bucket " + bucket + " is in region " + elsewhere + ", these requests are signed for " + region
+                + ": set AWS_REGION=" + elsewhere + " or add ?region=" + elsewhere + " to the log's URI";
+        return new IOException("S3 " + op + " of " + display(key) + " refused: HTTP " + r.status
+            + (code == null ? "" : " " + code) + (message == null ? "" : " (" + message + ")") + hint);
     }
 
     private static String between(String s, String open, String close) {
