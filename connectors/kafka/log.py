@@ -21,8 +21,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from eventlog.encoding import codec_for
 from eventlog.errors import (
@@ -52,6 +52,7 @@ _SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABL
              KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
 _CHANNEL_TOPIC = re.compile(r"\.g\d{6}$")  # the runtime's channel topics: prefix.job.g000001
 _HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
+_MARKER_WAIT = 0.25  # seconds a tail read waits for the markers of a transaction committed a moment ago
 
 
 @dataclass(frozen=True)
@@ -444,18 +445,40 @@ class KafkaLog(Log):
 
     def _last_data(self, topic: str, part: int, lo: int, hi: int) -> Frame | None:
         """The last committed data record of a partition, None when it has none. Scans back from the end
-        in growing windows: transaction markers and aborted records take offsets but are never read."""
-        end, window = hi, 4
-        while end > lo:
-            start = max(lo, end - window)
-            last = None
-            for rec in scan_partition(self, self._scanner(), topic, part, start):
-                if rec.seqs:
-                    last = rec
-            if last is not None:
-                return last
-            end, window = start, window * 4
-        return None
+        in growing windows: transaction markers and aborted records take offsets but are never read.
+
+        A transaction's commit returns before the broker has written its markers, and until it has, its
+        records lie past the last stable offset (``hi``), where read_committed reads do not reach. While the
+        high watermark is beyond ``hi`` the read is repeated, for up to ``_MARKER_WAIT``: a committed
+        transaction's markers land within milliseconds; the records of one still open stay out, as they must."""
+        deadline = None
+        while True:
+            end, window = hi, 4
+            found = None
+            while end > lo and found is None:
+                start = max(lo, end - window)
+                for rec in scan_partition(self, self._scanner(), topic, part, start):
+                    if rec.seqs:
+                        found = rec
+                end, window = start, window * 4
+            if self._high_watermark(topic, part) <= hi:
+                return found
+            if deadline is None:
+                deadline = time.monotonic() + _MARKER_WAIT
+            elif time.monotonic() >= deadline:
+                return found  # a transaction still open: its records are not the part's yet
+            time.sleep(0.005)
+            lo, hi = self.watermarks(topic, part)
+
+    def _high_watermark(self, topic: str, part: int) -> int:
+        """The partition's high watermark, uncommitted records included (-1 when the cluster does not say)."""
+        try:
+            futures = self._admin.list_offsets({TopicPartition(topic, part): OffsetSpec.latest()},
+                                               isolation_level=IsolationLevel.READ_UNCOMMITTED,
+                                               request_timeout=self.timeout)
+            return next(iter(futures.values())).result().offset
+        except (KafkaException, StopIteration):
+            return -1
 
     def tail(self, stream: str, part: int, *, complete: bool = False) -> PartTail:
         """The end of one part: its last sequence id and the writer of its last record. Raises
