@@ -273,17 +273,21 @@ def test_aws_itself_is_addressed_by_virtual_host_and_signed_for_it(spark, jvm, t
         _check_signature(method, path + (f"?{parts.query}" if parts.query else ""), headers, secret, "eu-west-3")
 
 
+def _recorded_store(spark, recorder, tmp_path, region: str = "", key: str = "", secret: str = ""):  # noqa: ANN001, ANN202
+    """The JVM tap's class, a store of bucket ``b`` at the recording server, and a one-byte file to put."""
+    j = spark.sparkContext._jvm.eventlog.spark.JvmTap
+    store = j.objectStore(f"http://127.0.0.1:{recorder.server_address[1]}", region, "b", key, secret, "")
+    body = tmp_path / "seg"
+    body.write_bytes(b"y")
+    return j, store, body
+
+
 def test_store_answers_are_typed(spark, jvm, recorder, tmp_path):
     """412 on an exclusive put: False; 404 on a head: False; a refusal: an error naming the object and the
     status; a 5xx: retried, then the same; anonymous access: no signature."""
     from py4j.protocol import Py4JJavaError
 
-    sc = spark.sparkContext
-    port = recorder.server_address[1]
-    j = sc._jvm.eventlog.spark.JvmTap
-    store = j.objectStore(f"http://127.0.0.1:{port}", "", "b", "", "", "")
-    body = tmp_path / "seg"
-    body.write_bytes(b"y")
+    j, store, body = _recorded_store(spark, recorder, tmp_path)
     _Recorder.status = 412
     assert j.put(store, "k/1", str(body), True) is False
     assert "Authorization" not in _Recorder.requests[-1][2]
@@ -315,12 +319,7 @@ def test_a_bucket_in_another_region_is_named_with_the_region_to_sign_for(spark, 
     signed for, nor repeated when it is no region name."""
     from py4j.protocol import Py4JJavaError
 
-    sc = spark.sparkContext
-    port = recorder.server_address[1]
-    j = sc._jvm.eventlog.spark.JvmTap
-    store = j.objectStore(f"http://127.0.0.1:{port}", "us-east-1", "b", "AKIDEXAMPLE", "secret", "")
-    body = tmp_path / "seg"
-    body.write_bytes(b"y")
+    j, store, body = _recorded_store(spark, recorder, tmp_path, "us-east-1", "AKIDEXAMPLE", "secret")
     hint = r"the bucket b is in region eu-west-1, these requests are signed for us-east-1: set AWS_REGION=eu-west-1"
 
     _Recorder.status, _Recorder.answer, _Recorder.headers = 301, b"", {"x-amz-bucket-region": "eu-west-1"}
