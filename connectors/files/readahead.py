@@ -11,8 +11,8 @@ when work is done, never what is checked or what is reported.
 
 ``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader); all
 readers of a process together hold at most four events per core decoded ahead (a worker replaying three
-parts keeps two ahead in each). The pool's threads start, each
-warmed by decoding a small batch, when a process opens its first file log (``warm``).
+parts keeps two ahead in each). The pool's threads start, each warmed by decoding a small batch, when a
+process opens its first file log (``warm``).
 """
 
 from __future__ import annotations
