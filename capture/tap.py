@@ -16,8 +16,9 @@ and, having passed its *whole* partition through, publishes it at once as part `
 a conditional create that exactly one attempt wins); an attempt that finds part ``p`` already published (a retried or
 speculative task, or the same tapped DataFrame evaluated by a second action) passes its rows through and
 keeps nothing. A task that fails, or whose output is not read to the end (``limit``, ``take``), discards its
-staging; the attempt that publishes the last partition removes the job's staging folder, with what attempts
-killed mid-partition (an executor lost) left there. So replay never sees duplicates or partial parts. What the log holds is the rows of the *first*
+staging; each attempt that publishes removes the staging that attempts of published partitions left (attempts
+killed mid-partition, an executor lost), so the last partition's leaves no staging behind. So replay never sees
+duplicates or partial parts. What the log holds is the rows of the *first*
 complete evaluation of each partition: for deterministic jobs, exactly the rows of every evaluation.
 
 **Where.** ``log_uri`` is a local folder (every executor must see it: one machine, or a shared disk) or an
@@ -160,8 +161,11 @@ class _TapPartition:
         if self._published(part):  # an earlier evaluation captured this partition
             yield from batches
             return
-        stager: PartStager | None = PartStager(self.target, self.job, part, attempt, self.schema, self.time,
-                                               self.encoding)
+        stager: PartStager | None = None
+        try:
+            stager = PartStager(self.target, self.job, part, attempt, self.schema, self.time, self.encoding)
+        except Exception as e:
+            self._lost(None, part, e)  # published meanwhile: its sweep may have removed this staging under it
         try:
             for batch in batches:
                 if stager is not None:
@@ -188,11 +192,12 @@ class _TapPartition:
         except Exception as e:  # noqa: BLE001 - tidying only: the log is complete either way
             _say_once(f"eventlog: could not remove the tap's staging folder ({e})")
 
-    def _lost(self, stager: PartStager, part: int, error: Exception) -> None:
+    def _lost(self, stager: PartStager | None, part: int, error: Exception) -> None:
         """Capturing ``part`` failed with ``error``. If another attempt has published the partition (the last
         partition's attempt may have swept this one's staging away), drop the staging and let the rows pass on;
         otherwise raise ``error``: the log must not miss this partition."""
-        stager.discard()
+        if stager is not None:
+            stager.discard()
         if not self._published(part):
             raise error
         return None

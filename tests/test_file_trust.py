@@ -520,3 +520,21 @@ def test_io_errors_reading_or_reopening_a_part_are_typed_and_name_the_file(tmp_p
 
 # these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
 pytestmark = pytest.mark.usefixtures("file_format_1")
+
+
+def test_making_folders_survives_an_empty_folder_above_being_removed_meanwhile(tmp_path, monkeypatch):
+    """Spark attempts of one tap job create their staging folders below shared ones that other attempts remove
+    when they leave them empty: a folder above vanishing between two steps of the creation is made again."""
+    real_mkdir = os.mkdir
+    removed = []
+
+    def mkdir(path, mode=0o777, **kw):
+        parent = os.path.dirname(os.fspath(path))
+        if os.path.basename(os.fspath(path)) == "attempt" and len(removed) < 3:
+            removed.append(parent)
+            os.rmdir(parent)  # another attempt removes the (still empty) job folder just now
+        return real_mkdir(path, mode, **kw)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    LocalStorage().make_dirs(str(tmp_path / ".staging" / "job" / "attempt" / "s" / "part=0"))
+    assert len(removed) == 3 and os.path.isdir(tmp_path / ".staging" / "job" / "attempt" / "s" / "part=0")

@@ -173,6 +173,12 @@ class LocalStorage:
         return os.stat(path).st_mtime
 
     def make_dirs(self, path: str) -> None:
+        for _ in range(100):
+            try:
+                os.makedirs(path, exist_ok=True)
+                return
+            except FileNotFoundError:  # a folder above was removed meanwhile (an empty staging folder): again
+                continue
         os.makedirs(path, exist_ok=True)
 
     def read_file(self, path: str, limit: int | None = None) -> bytes:

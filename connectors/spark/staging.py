@@ -33,8 +33,9 @@ Who publishes: the batch writer's driver-side ``commit()`` publishes exactly the
 attempts left; ``abort()`` removes it too. The tap has no driver-side commit, so the first attempt that
 reaches the end of its partition publishes it (see ``capture.tap``). An attempt whose process dies before it
 discards its staging leaves its folder behind, below ``.staging``, which readers never see: a batch write's
-commit removes it with the job's folder; for a tap, the attempt that publishes the last partition removes
-the job's folder (``sweep_job``), dead attempts' staging included.
+commit removes it with the job's folder; for a tap, each attempt that ends removes the folders left for
+partitions published already (``sweep_job``), so the one that publishes the last partition removes what dead
+attempts left, folder by folder (never the job's folder as a whole, which another attempt may be writing in).
 """
 
 from __future__ import annotations
@@ -183,33 +184,59 @@ def _drop_staging_markers(uri: str, path: str) -> None:
 
 
 def sweep_job(target: StreamURI, job: str) -> bool:
-    """Remove the job's staging folder once nothing in it can still be published: every attempt folder left
-    there (``<partition>-<attempt>-<nonce>``: an attempt still running, or one whose process died before it
-    discarded its staging) is of a partition that is published already. Returns True if it removed something.
+    """Remove what attempts of the tap's job left in its staging folder for partitions that are published
+    already: the folders (``<partition>-<attempt>-<nonce>``) of attempts whose process died before they
+    discarded their staging, and of attempts that lost the race for their partition and are still running (they
+    cannot publish any more: a published part stays; when their writes fail they find the part published and
+    pass their rows on). Returns True if it removed any folder.
+
+    Each folder is removed on its own, never the job's folder as a whole: an attempt of a partition not yet
+    published may create its folder at any moment, after this listed the job's folder (removing the whole
+    folder would remove that attempt's files under it, and it could publish a part missing some). Empty
+    folders above are removed with the last folder in them. On an object store, a part is published by
+    several puts, read from the winning attempt's staging: a folder is removed only once the published part
+    holds as many events as it (the winner has put every segment; what is left of its work is at most the
+    last segment's index, which readers read around and a later writer rebuilds).
 
     The tap has no driver-side commit, so each attempt calls this after it published its part and removed its
-    own staging: the last partition to publish finds only dead (or losing) attempts' folders and removes them.
-    Two attempts finishing together cannot both miss it: each removes its own folder before it lists."""
+    own staging: the last partition to publish removes what dead attempts left."""
     job_uri = staging_uri(target, job)
+    local = _local_path(job_uri) is not None
     with reaching(target.log_uri):
         log = open_log(target.log_uri)
         try:
             names = _list_folder(job_uri)
         except FileNotFoundError:
             return False
-        if not names:  # gone (an empty folder is removed with the last attempt folder in it)
-            return False
-        partitions = set()
+        published: dict[int, int] = {}
+        removed = False
         for name in names:
             head = name.split("-", 1)[0]
             if not head.isdigit():
-                return False  # not ours: leave the folder alone
-            partitions.add(int(head))
-        for p in sorted(partitions):
-            if log.part_stats(target.stream, p).next_seq <= 1:
-                return False  # an attempt of an unpublished partition may still publish it
-        remove_tree(job_uri)
-        return True
+                continue  # not ours: leave it alone
+            p = int(head)
+            if p not in published:
+                published[p] = log.part_stats(target.stream, p).next_seq
+            if published[p] <= 1:
+                continue  # an attempt of an unpublished partition may still publish it
+            folder = staging_uri(target, job, name)
+            if not local and _staged_next_seq(folder, target.stream) > published[p]:
+                continue  # the winner may still be putting its segments from here
+            remove_tree(folder)
+            removed = True
+        return removed
+
+
+def _staged_next_seq(folder: str, stream: str) -> int:
+    """One past the last event an attempt's staging folder holds: 1 when it holds none (or no stream yet), and
+    more than any part holds when it cannot be read (the folder is then kept: it stays below ``.staging``,
+    which readers never see, rather than being removed under a winner still reading it)."""
+    try:
+        return open_log(folder).part_stats(stream, 0).next_seq
+    except (StreamNotFoundError, FileNotFoundError):
+        return 1
+    except (EventLogError, OSError):
+        return 1 << 62
 
 
 def _list_folder(uri: str) -> list[str]:

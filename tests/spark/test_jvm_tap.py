@@ -266,8 +266,10 @@ def test_many_distinct_times(spark, jvm, log_dir):
 
 
 def test_many_small_partitions(spark, jvm, log_dir):
-    """Attempts that finish remove the staging folders they leave empty while others create theirs below
-    them: every part is still staged and published (the benchmark met this race with 4 partitions)."""
+    """Attempts that finish remove the staging folders they leave empty, and sweep those of published
+    partitions, while others create theirs below them: every part is still staged and published whole (the
+    benchmark met the first race with 4 partitions; CI met a sweep that removed the whole job folder after
+    listing it, with a new attempt's files in it, which published an index without its segment)."""
     for i in range(3):
         df = spark.range(0, 640, 1, 64)
         assert jvm_tap(df, log_dir, f"small{i}").count() == 640
@@ -404,6 +406,80 @@ def test_an_attempt_that_finds_its_part_taken_at_publish_keeps_nothing(spark, jv
     log = open_log(log_dir)
     assert [log.part_stats("words", p).next_seq > 1 for p in (0, 2)] == [True, True]
     no_staging(log_dir)
+
+
+def _driver_tap(spark, df, log_dir, stream):
+    """``(run, job_dir)``: ``run(part)`` starts the tap's task function on the driver over all of ``df``'s rows
+    as partition ``part`` (an iterator to read at will, as a task attempt would); ``job_dir()`` is the job's
+    staging folder."""
+    _, _, spec = jvm_mod._plan_tap(df, log_dir, stream, time="t", time_type=None, encoding="arrow",
+                                   replace=False)
+    j = spark.sparkContext._jvm
+    qe = df._jdf.queryExecution()
+    rows = j.java.util.ArrayList()
+    for row in qe.executedPlan().executeCollect():
+        rows.add(row)
+    task = j.eventlog.spark.PartTap(spec, qe.analyzed().schema())
+
+    def run(part: int):
+        return task.apply(part, j.scala.jdk.javaapi.CollectionConverters.asScala(rows.iterator()))
+
+    def job_dir() -> str:
+        top = os.path.join(log_dir, ".staging", stream)
+        (job,) = os.listdir(top)
+        return os.path.join(top, job)
+
+    return run, job_dir
+
+
+def _dead_attempt(job_dir: str, name: str) -> None:
+    """What an attempt whose executor died mid-partition leaves: its staging folder, with a segment begun."""
+    os.makedirs(os.path.join(job_dir, name, "s", "part=0"))
+    with open(os.path.join(job_dir, name, "s", "part=0", "_00000000000000000001.arrow.open"), "wb") as f:
+        f.write(b"ARROW1\0\0")
+
+
+def test_the_sweep_removes_each_folder_of_a_published_partition_and_leaves_the_others(spark, jvm, log_dir,
+                                                                                   monkeypatch):
+    """An attempt that publishes removes the staging that attempts of published partitions left (a dead
+    executor's), folder by folder; the folders of a partition not yet published stay, the dead one's and the
+    running attempt's, which then publishes its whole partition."""
+    monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 100)  # the running attempt has written events when the sweep runs
+    df = spark.range(0, 1000, 1, 2).selectExpr("id", "id % 3 as t")
+    run, job_dir = _driver_tap(spark, df, log_dir, "s")
+    live = run(1)
+    for _ in range(500):
+        live.next()
+    job = job_dir()
+    (live_name,) = os.listdir(job)
+    for name in ("0-0-dead", "1-0-dead"):
+        _dead_attempt(job, name)
+    assert run(0).size() == 1000  # publishes partition 0, then sweeps
+    assert sorted(os.listdir(job)) == sorted(["1-0-dead", live_name])
+    assert live.size() == 500  # the rest: publishes partition 1, then sweeps the dead attempt's folder
+    no_staging(log_dir)
+    got = captured(log_dir, "s")
+    assert [sum(sum(c.values()) for (p, _), c in got.items() if p == part) for part in (0, 1)] == [1000, 1000]
+    verify(log_dir)
+
+
+def test_an_attempt_whose_staging_is_swept_passes_its_rows_and_keeps_nothing(spark, jvm, log_dir, monkeypatch):
+    """Attempt A stages part of its partition; attempt B (speculative, or a second action) publishes the whole
+    partition and sweeps A's folder with the others of published partitions; A goes on: every row passes,
+    no error, nothing of it in the log or the staging area."""
+    monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 100)
+    df = spark.range(0, 1000, 1, 1).selectExpr("id", "id % 3 as t")
+    run, _ = _driver_tap(spark, df, log_dir, "s")
+    slow = run(0)
+    for _ in range(450):
+        slow.next()
+    assert run(0).size() == 1000
+    assert not os.path.exists(os.path.join(log_dir, ".staging"))  # A's folder went with the sweep
+    assert slow.size() == 550
+    no_staging(log_dir)
+    got = captured(log_dir, "s")
+    assert sum(sum(c.values()) for c in got.values()) == 1000
+    assert all(n == 1 for c in got.values() for n in c.values())
 
 
 def test_second_evaluation_and_partial_reads_publish_nothing_more(spark, jvm, log_dir):

@@ -162,3 +162,66 @@ def test_sweep_keeps_a_job_with_an_unpublished_partition_or_entries_it_did_not_m
     if "://" not in log_uri:
         os.makedirs(os.path.join(job, "notes"))
         assert not sweep_job(fn.target, "other") and os.path.isdir(os.path.join(job, "notes"))
+
+
+def _attempt_folders(fn: _TapPartition) -> list[str]:
+    """The names of the attempt folders in the job's staging folder ([] when it is gone)."""
+    from connectors.spark.staging import _list_folder
+
+    try:
+        return sorted(_list_folder(staging_uri(fn.target, JOB)))
+    except FileNotFoundError:
+        return []
+
+
+def test_a_publish_removes_each_folder_of_a_published_partition_and_leaves_the_others(log_uri, task):
+    """Dead attempts' folders go as soon as their partition is published, one by one; the folders of a partition
+    not yet published stay (its retry may still publish it)."""
+    fn = make_tap(log_uri, 3)
+    dead_attempt(fn, 0, 0, [9000, 5])
+    dead_attempt(fn, 1, 0, [9000, 3])
+    dead_attempt(fn, 2, 0, [7])
+    list(task(fn, 0, 1, batches_of(0, [9000, 5])))
+    assert [n.split("-")[:2] for n in _attempt_folders(fn)] == [["1", "0"], ["2", "0"]]
+    list(task(fn, 2, 1, batches_of(2, [7])))
+    assert [n.split("-")[:2] for n in _attempt_folders(fn)] == [["1", "0"]]
+    list(task(fn, 1, 1, batches_of(1, [9000, 3])))
+    assert staging_entries(log_uri) == []
+    assert [part_rows(log_uri, p)[-1] for p in range(3)] == [9004, 10**6 + 9002, 2 * 10**6 + 6]
+
+
+def test_an_attempt_that_starts_while_a_sweep_runs_keeps_its_staging_and_publishes(log_uri, task, monkeypatch):
+    """The sweep lists the job's folder, then removes; an attempt of a partition not yet published that creates
+    its folder in between (tasks start as others end) keeps it, and publishes its whole partition."""
+    import connectors.spark.staging as staging
+
+    fn = make_tap(log_uri, 2)
+    dead_attempt(fn, 0, 0, [5])
+    listed = staging._list_folder
+    started = []
+
+    def list_then_start(uri: str) -> list[str]:
+        names = listed(uri)
+        if not started:  # the first sweep, of partition 0's attempt: partition 1's attempt starts now
+            started.append(task(fn, 1, 0, batches_of(1, [9000, 9000, 4])))
+            assert next(started[0]).num_rows == 9000  # staged, an event written
+        return names
+
+    monkeypatch.setattr(staging, "_list_folder", list_then_start)
+    assert sum(b.num_rows for b in task(fn, 0, 1, batches_of(0, [5]))) == 5
+    assert [n.split("-")[:2] for n in _attempt_folders(fn)] == [["1", "0"]]  # the dead one went, this stays
+    assert sum(b.num_rows for b in started[0]) == 9004
+    assert staging_entries(log_uri) == []
+    log = open_log(log_uri)
+    assert [log.check_part("s", p) for p in range(2)] == [[], []]
+    assert part_rows(log_uri, 1) == list(range(10**6, 10**6 + 18004))
+
+
+def test_on_a_store_a_folder_holding_more_than_the_published_part_stays(log_uri, task):
+    """On an object store a part is published by one put per segment, read from the winner's staging: a folder of
+    a published partition that holds more events than the part shows (the winner still putting) stays; on a
+    local disk a part is published by one rename, so any folder of a published partition goes."""
+    fn = make_tap(log_uri, 1)
+    dead_attempt(fn, 0, 0, [9000, 9000, 9000, 9000])  # four events staged, where the published part shows two
+    list(task(fn, 0, 1, batches_of(0, [5])))
+    assert len(_attempt_folders(fn)) == (1 if "://" in log_uri else 0)

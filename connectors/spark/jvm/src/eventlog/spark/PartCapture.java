@@ -674,13 +674,16 @@ final class PartCapture {
     }
 
     /**
-     * Remove the job's staging folder once nothing in it can still be published, as
-     * {@code connectors/spark/staging.py::sweep_job}: every attempt folder left there
-     * ({@code <partition>-<attempt>-<nonce>}: an attempt still running, or one whose executor died before it
-     * discarded its staging) is of a partition published already. Each attempt calls this after it published
-     * (or lost) and removed its own folder, so the last partition to publish removes what dead attempts left;
-     * two attempts finishing together cannot both miss it (each removed its own folder before listing).
-     * Returns true if it removed the folder.
+     * Remove what attempts of the job left in its staging folder for partitions that are published already, as
+     * {@code connectors/spark/staging.py::sweep_job}: the folders ({@code <partition>-<attempt>-<nonce>}) of
+     * attempts whose executor died before they discarded their staging, and of attempts that lost the race for
+     * their partition and are still running (they cannot publish any more: a published part stays; when their
+     * writes fail they find the part published and pass their rows on, see {@link PartTap}). Each folder is
+     * removed on its own, never the job's folder as a whole: an attempt of a partition not yet published may
+     * create its folder at any moment, after this listed the job's folder. The job's folder and the ones above
+     * it are removed only when left empty. Each attempt calls this after it published (or lost) and removed its
+     * own folder, so the last partition to publish removes what dead attempts left. Returns true if it removed
+     * any folder.
      */
     static boolean sweepJob(TapSpec spec) {
         if (spec.store != null) {
@@ -695,29 +698,31 @@ final class PartCapture {
         } catch (IOException e) {  // gone already (removed with the last attempt folder in it), or unreadable
             return false;
         }
-        if (names.isEmpty()) {
-            return false;
-        }
-        TreeSet<Integer> parts = new TreeSet<>();
+        Map<Integer, Boolean> done = new HashMap<>();
+        boolean removed = false;
         for (String name : names) {
             String head = name.split("-", 2)[0];
             if (head.isEmpty() || head.length() > 9 || !head.chars().allMatch(c -> c >= '0' && c <= '9')) {
-                return false;  // not ours: leave the folder alone
+                continue;  // not ours: leave it alone
             }
-            parts.add(Integer.parseInt(head));
-        }
-        try {
-            for (int p : parts) {
-                if (!published(spec, p)) {
-                    return false;  // an attempt of an unpublished partition may still publish it
+            int part = Integer.parseInt(head);
+            Boolean published = done.get(part);
+            if (published == null) {
+                try {
+                    published = published(spec, part);
+                } catch (IOException e) {
+                    published = false;
                 }
+                done.put(part, published);
             }
-        } catch (IOException e) {
-            return false;
+            if (published) {  // an attempt of an unpublished partition may still publish it: its folder stays
+                Path folder = job.resolve(name);
+                deleteTree(folder);
+                removeEmptyAbove(spec, folder);
+                removed = true;
+            }
         }
-        deleteTree(job);
-        removeEmptyAbove(spec, job);
-        return true;
+        return removed;
     }
 
     static void deleteTree(Path root) {
@@ -748,6 +753,8 @@ final class PartCapture {
             });
         } catch (NoSuchFileException ignored) {
             // gone already
+        } catch (DirectoryNotEmptyException e) {
+            // a losing attempt still writing in the folder a sweep removes: it removes its folder when it ends
         } catch (IOException e) {
             System.err.println("eventlog JVM tap: could not remove staging folder " + root + ": " + e);
         }

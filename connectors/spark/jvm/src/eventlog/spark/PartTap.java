@@ -17,8 +17,11 @@ import scala.runtime.AbstractFunction2;
  * into the attempt's staging; the attempt that reads its whole partition publishes it (the first one
  * wins); an attempt that fails or is not read to the end discards its staging. A partition whose part is
  * published already (a retried or speculative task, a second action on the tapped DataFrame) passes its
- * rows through and keeps nothing — as {@code capture/tap.py::_TapPartition}. The staging folders of attempts
- * whose executor died are removed by the attempt that publishes the job's last part ({@code sweepJob}).
+ * rows through and keeps nothing — as {@code capture/tap.py::_TapPartition}. Each attempt that ends removes
+ * the staging folders left for published partitions ({@code sweepJob}): the last one to publish removes what
+ * attempts of dead executors left. An attempt whose capture fails passes its rows on, keeping nothing, when
+ * another attempt published its partition meanwhile (that one's sweep may have removed its staging under it);
+ * otherwise the task fails.
  * A Scala function over Scala iterators: the rows pass through no Java/Scala iterator wrappers.
  */
 public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRow>, Iterator<InternalRow>>
@@ -39,15 +42,8 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
             throw new IllegalStateException("the tapped DataFrame has more partitions than the " + spec.peers
                 + " the tap was created with (stream " + spec.stream + ", part " + part + ")");
         }
-        PartCapture capture;
-        try {
-            // published already (a retried or speculative task, a second action): the rows pass, unkept
-            capture = PartCapture.published(spec, part) ? null : PartCapture.forTask(spec, part);
-        } catch (IOException e) {
-            throw new UncheckedIOException("eventlog JVM tap could not stage stream " + spec.stream + " part " + part
-                + ": " + e, e);
-        }
         return new AbstractIterator<InternalRow>() {
+            private PartCapture capture = start(part);
             private boolean done = capture == null;
             private UnsafeProjection toUnsafe;
 
@@ -60,11 +56,10 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
                     done = true;
                     try {
                         capture.finish();  // false: another attempt published this partition first
-                        PartCapture.sweepJob(spec);  // what attempts of dead executors left behind
                     } catch (IOException e) {
-                        throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
-                            + " part " + part + ": " + e, e);
+                        lost(capture, part, e);
                     }
+                    PartCapture.sweepJob(spec);  // what attempts of dead executors left behind
                 }
                 return false;
             }
@@ -85,12 +80,52 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
                     try {
                         capture.add(row);
                     } catch (IOException e) {
-                        throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream
-                            + " part " + part + ": " + e, e);
+                        lost(capture, part, e);
+                        capture = null;
+                        done = true;
                     }
                 }
                 return row;
             }
         };
+    }
+
+    /** The capture of {@code part} by this attempt; null when the part is published already (a retried or
+     * speculative task, a second action: the rows pass, unkept). */
+    private PartCapture start(int part) {
+        PartCapture capture = null;
+        try {
+            if (PartCapture.published(spec, part)) {
+                return null;
+            }
+            capture = PartCapture.forTask(spec, part);
+            return capture;
+        } catch (IOException e) {
+            lost(capture, part, e);
+            return null;
+        }
+    }
+
+    /**
+     * Capturing {@code part} failed with {@code error}. When another attempt has published the partition (its
+     * sweep may have removed this attempt's staging under it), the staging is dropped and the rows pass on;
+     * otherwise the task fails with {@code error}: the log must not miss this partition. As
+     * {@code capture/tap.py::_TapPartition._lost}.
+     */
+    private void lost(PartCapture capture, int part, IOException error) {
+        if (capture != null) {
+            capture.discard();
+        }
+        boolean published;
+        try {
+            published = PartCapture.published(spec, part);
+        } catch (IOException e) {
+            error.addSuppressed(e);
+            published = false;
+        }
+        if (!published) {
+            throw new UncheckedIOException("eventlog JVM tap could not write stream " + spec.stream + " part " + part
+                + ": " + error, error);
+        }
     }
 }
