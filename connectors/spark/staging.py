@@ -60,6 +60,7 @@ from eventlog.log import Log, open_log
 from eventlog.time import Time
 
 from connectors.files.layout import layout_for
+from connectors.files.log import FILE_FORMAT_VERSION
 
 from .schema import conform
 from .times import TimeSpec
@@ -194,20 +195,23 @@ def sweep_job(target: StreamURI, job: str) -> bool:
     published may create its folder at any moment, after this listed the job's folder (removing the whole
     folder would remove that attempt's files under it, and it could publish a part missing some). Empty
     folders above are removed with the last folder in them. On an object store, a part is published by
-    several puts, read from the winning attempt's staging: a folder is removed only once the published part
-    holds as many events as it (the winner has put every segment; what is left of its work is at most the
-    last segment's index, which readers read around and a later writer rebuilds).
+    several puts (or, for a log of another format version, by copying the events), read from the winning
+    attempt's staging: a folder is removed only once the published part holds as many events as it (the winner
+    has put every segment; what is left of its work is at most the last segment's index, which readers read
+    around and a later writer rebuilds). On a local disk a part is published by one rename (all or nothing), so
+    any folder of a published partition goes.
 
     The tap has no driver-side commit, so each attempt calls this after it published its part and removed its
     own staging: the last partition to publish removes what dead attempts left."""
     job_uri = staging_uri(target, job)
-    local = _local_path(job_uri) is not None
     with reaching(target.log_uri):
         log = open_log(target.log_uri)
         try:
             names = _list_folder(job_uri)
         except FileNotFoundError:
             return False
+        # a part published by one rename is whole once it shows; by puts or copies, only once all are done
+        renamed = target.is_local and log.header(target.stream).version[0] == FILE_FORMAT_VERSION[0]
         published: dict[int, int] = {}
         removed = False
         for name in names:
@@ -220,8 +224,8 @@ def sweep_job(target: StreamURI, job: str) -> bool:
             if published[p] <= 1:
                 continue  # an attempt of an unpublished partition may still publish it
             folder = staging_uri(target, job, name)
-            if not local and _staged_next_seq(folder, target.stream) > published[p]:
-                continue  # the winner may still be putting its segments from here
+            if not renamed and _staged_next_seq(folder, target.stream) > published[p]:
+                continue  # the winner may still be copying its events from here
             remove_tree(folder)
             removed = True
         return removed

@@ -217,11 +217,17 @@ def test_an_attempt_that_starts_while_a_sweep_runs_keeps_its_staging_and_publish
     assert part_rows(log_uri, 1) == list(range(10**6, 10**6 + 18004))
 
 
-def test_on_a_store_a_folder_holding_more_than_the_published_part_stays(log_uri, task):
-    """On an object store a part is published by one put per segment, read from the winner's staging: a folder of
-    a published partition that holds more events than the part shows (the winner still putting) stays; on a
-    local disk a part is published by one rename, so any folder of a published partition goes."""
-    fn = make_tap(log_uri, 1)
+@pytest.mark.parametrize("version", ["2.0", "1.2"])
+def test_a_folder_holding_more_than_the_published_part_stays_unless_the_part_was_renamed(log_uri, task, version):
+    """On an object store a part is published by one put per segment, and into a log of another format version
+    by copying its events, read from the winner's staging: a folder of a published partition that holds more
+    events than the part shows (the winner still putting or copying) stays. On a local disk, a part of the
+    staging's format version is published by one rename, so any folder of a published partition goes."""
+    target = parse_stream_uri(log_uri, "s")
+    open_log(target.log_uri, format=version).create_stream(StreamHeader("s", 1, SCHEMA, "int64", "arrow"))
+    fn = _TapPartition(target, JOB, 1, SCHEMA, TimeSpec.parse("t", SCHEMA), "arrow")
     dead_attempt(fn, 0, 0, [9000, 9000, 9000, 9000])  # four events staged, where the published part shows two
     list(task(fn, 0, 1, batches_of(0, [5])))
-    assert len(_attempt_folders(fn)) == (1 if "://" in log_uri else 0)
+    assert part_rows(log_uri, 0) == list(range(5))
+    renamed = "://" not in log_uri and version == "2.0"
+    assert len(_attempt_folders(fn)) == (0 if renamed else 1)
