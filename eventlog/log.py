@@ -109,6 +109,12 @@ class PartReader(abc.ABC):
     def close(self) -> None:
         """Release open files."""
 
+    def prefetch(self) -> None:
+        """A hint that iterating begins now: a reader may start reading its first events on other threads, so
+        that a replayer opening several parts does not read each part's first event one after the other.
+        Changes nothing a reader yields or raises (errors surface when the events are read); a no-op by
+        default."""
+
     def __enter__(self) -> "PartReader":
         return self
 

@@ -307,6 +307,9 @@ class Replayer:
             delta = changes.update_iter([(self.header.time_type.minimum, -1)] + [(t, 1) for t in self.frontier])
             if delta:
                 yield Progress(delta), -1
+        for part in self._parts.values():
+            if part.it is None and not part.buffer:
+                part.reader.prefetch()  # every part's first events decode side by side, not one part after another
         idle_since = _time.monotonic()
         while True:
             if self.is_done():

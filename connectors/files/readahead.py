@@ -7,7 +7,9 @@ decoding, validation and the checksum release the GIL. Only whole, indexed Messa
 ``MIN_BYTES`` that lie inside the bytes already mapped are decoded ahead, each by a decoder of its own (an
 Arrow stream decoder is positioned per event, so one decoder never serves two threads at once). Everything
 else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead changes
-when work is done, never what is checked or what is reported.
+when work is done, never what is checked or what is reported. A segment's first events start as its first
+event is read, and a replayer has every part's reader start them before it reads any (``prefetch``), so that
+the parts' first events decode side by side instead of one after another on the replaying thread.
 
 ``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader); all
 readers of a process together hold at most four events per core decoded ahead (a worker replaying three

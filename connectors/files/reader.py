@@ -98,6 +98,9 @@ class _Cursor:
         """``(offset, length)`` of every event read from the segment (2.x Arrow: checked against its footer)."""
         self.ahead: ReadAhead | None = None
         """The segment's next large events being decoded on other threads (``readahead``)."""
+        self.primed = False
+        """``prefetch`` opened the segment's files again, framed its prefix and started its first events: the
+        first read begins there (as if it had begun at the prefetch) instead of reopening the files."""
 
     def drop_ahead(self) -> None:
         """Forget the events being decoded ahead (they are decoded again, in place, if read)."""
@@ -191,7 +194,9 @@ class FilePartReader(PartReader):
                 return
             cur = self._cur
             assert cur is not None
-            if not cur.sealed and cur.seq == cur.first_seq:
+            if cur.primed:
+                cur.primed = False
+            elif not cur.sealed and cur.seq == cur.first_seq:
                 # no event read from it yet: open it again, in case a recovering writer removed it (it held
                 # no whole event) and a new session created a segment of the same name
                 try:
@@ -225,6 +230,38 @@ class FilePartReader(PartReader):
                 )
             cur.close()
             self._cur = None
+
+    def prefetch(self) -> None:
+        """Start decoding the first large events of the segment the next read begins with, on the pool threads
+        (``readahead``), doing now what that read does first: open the segment's files again, frame its prefix,
+        check its writer epoch. Anything unusual (no segment yet, a resumed position inside a segment, damage)
+        leaves the reader as it was, for the read to find and report."""
+        if not self._ahead_depth or self._cur is not None:
+            return
+        prev_epoch = self._prev_epoch
+        try:
+            if not self._open_cursor():
+                return
+            cur = self._cur
+            assert cur is not None
+            if cur.first_seq != self._next:
+                raise LookupError("resuming inside a segment")
+            cur.reopen(forget_prefix=True)
+            f = cur.files
+            f.refresh()
+            prefix = f.prefix()
+            if prefix is None:
+                raise LookupError("no whole prefix yet")
+            cur.offset = prefix
+            cur.epoch = self._segment_epoch(cur, prefix)
+            cur.mapped = f.data.map()
+            cur.decoder = self._codec.segment_decoder(cur.mapped.slice(0, f.prefix_len or 0), part=self.part)
+            cur.ahead = ReadAhead(self._ahead_decoder(cur), self._ahead_depth)
+            cur.ahead.start(f, cur.mapped, cur.seq, prefix)
+            cur.primed = True
+        except Exception:  # noqa: BLE001 - a hint only: the read does it all again and reports what it finds
+            self._prev_epoch = prev_epoch
+            self.close()
 
     # -- one segment -----------------------------------------------------------------------------------
 
@@ -324,8 +361,14 @@ class FilePartReader(PartReader):
             cur.drop_ahead()  # what was decoded ahead came from the old mapping: decoded again, in place
             if cur.mapped.size < place.end:
                 raise f.error("segment shrank while it was read", seq=place.seq, offset=place.offset)
+        if cur.decoder is None:
+            prefix = cur.mapped.slice(0, f.prefix_len or 0)
+            try:
+                cur.decoder = self._codec.segment_decoder(prefix, part=self.part)
+            except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
+                raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
         ahead = None
-        if cur.decoder is not None and self._ahead_depth:
+        if self._ahead_depth:
             if cur.ahead is None:
                 cur.ahead = ReadAhead(self._ahead_decoder(cur), self._ahead_depth)
             ahead = cur.ahead.take(place.seq, place.offset, place.length)
@@ -337,12 +380,6 @@ class FilePartReader(PartReader):
                 body = cur.mapped.slice(place.offset, place.length)
                 if place.entry is not None and ix.checksum(body) != place.entry.crc:
                     raise BadChecksum()
-                if cur.decoder is None:
-                    prefix = cur.mapped.slice(0, f.prefix_len or 0)
-                    try:
-                        cur.decoder = self._codec.segment_decoder(prefix, part=self.part)
-                    except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
-                        raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
                 seq, event = cur.decoder.decode_at(cur.mapped, place.offset, place.length)
                 ts = getattr(cur.decoder, "last_ts", None)
         except BadChecksum:
