@@ -24,7 +24,9 @@ complete evaluation of each partition: for deterministic jobs, exactly the rows 
 **Where.** ``log_uri`` is a local folder (every executor must see it: one machine, or a shared disk) or an
 object store URI (``s3://bucket/prefix``; the executors need the store's client settings, e.g.
 ``spark.executorEnv.AWS_ENDPOINT_URL`` and the keys): tasks stage and publish there, the driver reads only
-headers, so executors need share no disk.
+headers, so executors need share no disk. On a Kafka log (``kafka://host:port/prefix``) each attempt stages
+into a topic of its own below the prefix (``prefix..staging.<stream>.<job>.<attempt>.<stream>``), publishes by
+copying the events through the part's writer, and the staging topics are deleted as on a file log.
 
 **Streaming DataFrames** are captured per micro-batch: ``df.writeStream.format("eventlog")`` as the sink,
 or, to keep your own sink, ``foreachBatch(tap_batches(log_uri, stream, then=your_function))``.

@@ -575,6 +575,36 @@ class KafkaLog(Log):
                 break
         return PartStats(first, max(tail.last_seq + 1, first), None, tail.high - tail.low)
 
+    # -- topics below the prefix (Spark's staging logs) --------------------------------------------------
+
+    def topics_below(self) -> list[str]:
+        """Every topic whose name starts with this log's prefix and a dot (its streams' topics, and those of logs
+        whose prefix extends it: ``prefix.job.attempt.stream``), sorted; [] for a log without a prefix."""
+        if not self.target.prefix:
+            return []
+        head = self.target.prefix + "."
+        return sorted(t for t in self._metadata().topics if t.startswith(head))
+
+    def delete_topics_below(self) -> list[str]:
+        """Delete the topics ``topics_below`` lists, all of them, waiting for the cluster to accept each
+        deletion; returns them. For logs nobody reads any more (the staging logs of a Spark write to a Kafka
+        log); a log without a prefix deletes nothing."""
+        topics = self.topics_below()
+        if not topics:
+            return []
+        futures = self._admin.delete_topics(topics, operation_timeout=self.timeout, request_timeout=self.timeout)
+        for topic, fut in futures.items():
+            try:
+                fut.result(timeout=self.timeout)
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:  # deleted meanwhile: gone either way
+                    raise self.unavailable(f"deleting topic {topic}: {e.args[0].str()}") from None
+            except TimeoutError:
+                raise self.unavailable(f"deleting topic {topic}") from None
+        for stream in [s for s in self._headers if self.target.topic(s) in futures]:
+            del self._headers[stream]
+        return topics
+
     def close(self) -> None:
         if self._shared_producer is not None:
             self._shared_producer.flush(self.timeout)

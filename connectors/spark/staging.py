@@ -24,7 +24,9 @@ How depends on where the log lives:
   unfinished and its times never become complete. Never wrong, but stuck: the retried attempt finds part ``p``
   taken and keeps nothing, so rewrite the stream (``mode("overwrite")``, ``tap(…, replace=True)``).
 * **any other log** (Kafka, or a target of another format version than the staging log): the events are
-  copied, in order and with their sequence ids, through the log's part writer. A part that already has
+  copied, in order and with their sequence ids, through the log's part writer. A Kafka log's staging logs are
+  Kafka logs too, topics below its prefix (``prefix..staging.<stream>.<job>.<attempt>.<stream>``), which the
+  driver and every executor reach; removing a staging folder deletes the topics below it. A part that already has
   events, is locked, or whose writer is fenced at its first event belongs to another attempt. A copy cut short
   by a crash leaves the part unfinished, as above.
 
@@ -46,7 +48,7 @@ import shutil
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -64,6 +66,9 @@ from connectors.files.log import FILE_FORMAT_VERSION
 
 from .schema import conform
 from .times import TimeSpec
+if TYPE_CHECKING:
+    from connectors.kafka import KafkaLog
+
 from .uri import STAGING_DIR, StreamURI, display_uri, parent_uri, staging_uri, \
     storage_error
 
@@ -137,7 +142,14 @@ def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
 def remove_tree(uri: str) -> None:
     """Delete a folder of a file log (local or ``pyarrow.fs``) and everything in it; missing is fine.
     Staging folders left empty above it are removed too, up to the log's ``.staging`` (on S3: the empty
-    folder marker objects pyarrow makes, one by one, never anything below them)."""
+    folder marker objects pyarrow makes, one by one, never anything below them). On Kafka, only a staging
+    folder: the topics below its prefix (``prefix..staging.stream.job…``) are deleted."""
+    if uri.startswith("kafka://"):
+        if f"/{STAGING_DIR}/" not in display_uri(uri):
+            raise ValueError(f"not a staging folder of a Kafka log: {display_uri(uri)}")
+        with _kafka_log(uri) as log:
+            log.delete_topics_below()
+        return
     target = _local_path(uri)
     if target is not None:
         shutil.rmtree(target, ignore_errors=True)
@@ -245,6 +257,13 @@ def _staged_next_seq(folder: str, stream: str) -> int:
 
 def _list_folder(uri: str) -> list[str]:
     """Names of the entries of a folder of a file log (local or ``pyarrow.fs``); FileNotFoundError if missing."""
+    if uri.startswith("kafka://"):  # a staging folder on Kafka: the next name of the topics below its prefix
+        with _kafka_log(uri) as log:
+            head = len(log.target.prefix) + 1
+            names = sorted({t[head:].split(".", 1)[0] for t in log.topics_below()})
+        if not names:
+            raise FileNotFoundError(uri)
+        return names
     target = _local_path(uri)
     if target is not None:
         return os.listdir(target)
@@ -253,6 +272,18 @@ def _list_folder(uri: str) -> list[str]:
     fs, path = _fs_path(uri)
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     return [i.base_name for i in infos]
+
+
+@contextmanager
+def _kafka_log(uri: str) -> "Iterator[KafkaLog]":
+    """The Kafka log at ``uri`` (a staging folder's), closed afterwards."""
+    from connectors.kafka import KafkaLog
+
+    log = KafkaLog(uri)
+    try:
+        yield log
+    finally:
+        log.close()
 
 
 def remove_stream(target: StreamURI) -> None:
