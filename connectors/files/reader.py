@@ -247,17 +247,13 @@ class FilePartReader(PartReader):
             if cur.first_seq != self._next:
                 raise LookupError("resuming inside a segment")
             cur.reopen(forget_prefix=True)
-            f = cur.files
-            f.refresh()
-            prefix = f.prefix()
-            if prefix is None:
+            cur.files.refresh()
+            if not self._frame(cur):
                 raise LookupError("no whole prefix yet")
-            cur.offset = prefix
-            cur.epoch = self._segment_epoch(cur, prefix)
-            cur.mapped = f.data.map()
-            cur.decoder = self._codec.segment_decoder(cur.mapped.slice(0, f.prefix_len or 0), part=self.part)
+            cur.mapped = cur.files.data.map()
+            cur.decoder = self._segment_decoder(cur)
             cur.ahead = ReadAhead(self._ahead_decoder(cur), self._ahead_depth)
-            cur.ahead.start(f, cur.mapped, cur.seq, prefix)
+            cur.ahead.start(cur.files, cur.mapped, cur.seq, cur.offset)
             cur.primed = True
         except Exception:  # noqa: BLE001 - a hint only: the read does it all again and reports what it finds
             self._prev_epoch = prev_epoch
@@ -269,18 +265,8 @@ class FilePartReader(PartReader):
         self.tail_problem = None  # what the newest segment read ends with is what counts
         f = cur.files
         f.refresh()
-        if cur.offset is None:
-            try:
-                prefix = f.prefix()
-            except Malformed as m:
-                raise f.error(f"damaged segment prefix: {m.reason}", offset=m.offset) from None
-            if prefix is None:
-                if cur.sealed:
-                    raise f.error("finished segment ends inside its prefix", offset=0)
-                return
-            cur.offset = prefix
-            if cur.epoch is None:
-                cur.epoch = self._segment_epoch(cur, prefix)
+        if cur.offset is None and not self._frame(cur):
+            return
         while True:
             try:
                 step = f.next_place(cur.seq, cur.offset)
@@ -306,6 +292,28 @@ class FilePartReader(PartReader):
                 self.epoch = cur.epoch or 0
                 yield entry
         self._at_stop(cur, step)
+
+    def _frame(self, cur: _Cursor) -> bool:
+        """Frame the segment's prefix (where its first event begins) and read its writer epoch; False while a
+        live segment holds no whole prefix yet. Damage raises CorruptLogError."""
+        f = cur.files
+        try:
+            prefix = f.prefix()
+        except Malformed as m:
+            raise f.error(f"damaged segment prefix: {m.reason}", offset=m.offset) from None
+        if prefix is None:
+            if cur.sealed:
+                raise f.error("finished segment ends inside its prefix", offset=0)
+            return False
+        cur.offset = prefix
+        if cur.epoch is None:
+            cur.epoch = self._segment_epoch(cur, prefix)
+        return True
+
+    def _segment_decoder(self, cur: _Cursor) -> SegmentDecoder:
+        """A decoder of the events of ``cur``'s segment, built from its mapped prefix."""
+        assert cur.mapped is not None  # mapped before any event of the segment is decoded
+        return self._codec.segment_decoder(cur.mapped.slice(0, cur.files.prefix_len or 0), part=self.part)
 
     def _segment_epoch(self, cur: _Cursor, prefix_len: int) -> int:
         """The segment's writer epoch, checked against the segment read before it (epochs never decrease)."""
@@ -362,9 +370,8 @@ class FilePartReader(PartReader):
             if cur.mapped.size < place.end:
                 raise f.error("segment shrank while it was read", seq=place.seq, offset=place.offset)
         if cur.decoder is None:
-            prefix = cur.mapped.slice(0, f.prefix_len or 0)
             try:
-                cur.decoder = self._codec.segment_decoder(prefix, part=self.part)
+                cur.decoder = self._segment_decoder(cur)
             except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
                 raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
         ahead = None
@@ -399,6 +406,4 @@ class FilePartReader(PartReader):
 
     def _ahead_decoder(self, cur: _Cursor):  # noqa: ANN202
         """What builds the decoders of events decoded ahead in ``cur``'s segment (one per event in flight)."""
-        assert cur.mapped is not None  # mapped before any event of the segment is decoded
-        prefix = cur.mapped.slice(0, cur.files.prefix_len or 0)
-        return lambda: readahead.single_threaded(self._codec.segment_decoder(prefix, part=self.part))
+        return lambda: readahead.single_threaded(self._segment_decoder(cur))
