@@ -66,11 +66,11 @@ from connectors.files.log import FILE_FORMAT_VERSION
 
 from .schema import conform
 from .times import TimeSpec
-if TYPE_CHECKING:
-    from connectors.kafka import KafkaLog
-
 from .uri import STAGING_DIR, StreamURI, display_uri, parent_uri, staging_uri, \
     storage_error
+
+if TYPE_CHECKING:
+    from connectors.kafka import KafkaLog
 
 
 class StreamExistsError(EventLogError, FileExistsError):
@@ -248,7 +248,8 @@ def _staged_next_seq(folder: str, stream: str) -> int:
     more than any part holds when it cannot be read (the folder is then kept: it stays below ``.staging``,
     which readers never see, rather than being removed under a winner still reading it)."""
     try:
-        return open_log(folder).part_stats(stream, 0).next_seq
+        with open_log(folder) as staged:
+            return staged.part_stats(stream, 0).next_seq
     except (StreamNotFoundError, FileNotFoundError):
         return 1
     except (EventLogError, OSError):

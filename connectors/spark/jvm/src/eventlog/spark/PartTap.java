@@ -93,15 +93,10 @@ public final class PartTap extends AbstractFunction2<Object, Iterator<InternalRo
     /** The capture of {@code part} by this attempt; null when the part is published already (a retried or
      * speculative task, a second action: the rows pass, unkept). */
     private PartCapture start(int part) {
-        PartCapture capture = null;
         try {
-            if (PartCapture.published(spec, part)) {
-                return null;
-            }
-            capture = PartCapture.forTask(spec, part);
-            return capture;
+            return PartCapture.published(spec, part) ? null : PartCapture.forTask(spec, part);
         } catch (IOException e) {
-            lost(capture, part, e);
+            lost(null, part, e);  // no capture was made
             return null;
         }
     }
