@@ -261,6 +261,20 @@ def test_damaged_index_entry_fails(spark, jvm, log_dir):
     assert "CorruptLogError" in msg and "index entry fails its checksum" in msg and idx in msg
 
 
+def test_an_index_over_the_limit_is_refused_before_it_is_read(spark, jvm, log_dir):
+    """The JVM reader bounds an index's size before it allocates for it (a local file as an object's): a
+    300 MiB index (sparse: no disk used) fails the task with a LogLimitError naming the file, and nothing is
+    read into memory for it. It is made large after the driver planned the read, so the tasks meet it."""
+    capture_typed(log_dir, peers=1)
+    idx = f"{log_dir}/typed/part=0/_{1:020d}.index"
+    df = read_log(spark, f"{log_dir}/typed", engine="jvm")
+    os.truncate(idx, 300 << 20)
+    with pytest.raises(Exception) as e:
+        df.collect()
+    msg = str(e.value)
+    assert "LogLimitError: index of 314572800 bytes is over the reader's limit" in msg and idx in msg
+
+
 def test_missing_index_reads_by_framing(spark, jvm, log_dir):
     capture_typed(log_dir, peers=2)
     os.remove(f"{log_dir}/typed/part=1/_{1:020d}.index")

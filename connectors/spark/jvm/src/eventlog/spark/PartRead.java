@@ -175,8 +175,18 @@ final class PartRead {
         if (spec.store != null) {
             return spec.store.get(prefix() + "/" + name, MAX_INDEX_BYTES);
         }
-        try {
-            return Files.readAllBytes(dir.resolve(name));
+        Path file = dir.resolve(name);
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            long size = ch.size();
+            if (size > MAX_INDEX_BYTES) {  // refused before anything is allocated for it
+                throw new CorruptLogException("LogLimitError", "index of " + size + " bytes is over the reader's "
+                    + "limit of " + MAX_INDEX_BYTES, spec.stream, part, -1, -1, where(name));
+            }
+            ByteBuffer buf = ByteBuffer.allocate((int) size);
+            while (buf.hasRemaining() && ch.read(buf) >= 0) {
+                // a file that shrank meanwhile ends the read early: the index is short, as a torn tail is
+            }
+            return buf.position() == buf.capacity() ? buf.array() : Arrays.copyOf(buf.array(), buf.position());
         } catch (NoSuchFileException e) {
             return null;
         }
