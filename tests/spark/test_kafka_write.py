@@ -80,3 +80,62 @@ def test_removing_staging_on_kafka_refuses_anything_but_a_staging_folder(kafka_u
     with pytest.raises(ValueError, match="not a staging folder"):
         remove_tree(kafka_uri)
     assert open_log(kafka_uri).header("keep").peers == 1
+
+
+def _ids_by_part_and_time(log_uri: str, stream: str) -> list[tuple[int, int, int]]:
+    log = open_log(log_uri)
+    out = []
+    for p in range(log.header(stream).peers):
+        with log.reader(stream, p) as r:
+            out.extend((p, e.event.time, n) for e in r if isinstance(e.event, Messages)
+                       for n in e.event.records.column("id").to_pylist())
+    return sorted(out)
+
+
+def test_a_streaming_write_onto_kafka_appends_each_micro_batch_once_and_leaves_no_staging(spark, kafka_uri,
+                                                                                           tmp_path):
+    """``writeStream.format("eventlog")`` onto a Kafka log: batch ids are times, a micro-batch that Spark runs
+    again after a restart (its commit forgotten) is not appended twice, and no staging topic is left."""
+    import os
+
+    src = tmp_path / "src"
+    src.mkdir()
+    checkpoint = str(tmp_path / "ck")
+    sink = f"{kafka_uri}/sink"
+
+    def run():
+        q = (spark.readStream.schema("id BIGINT").json(str(src)).writeStream.format("eventlog")
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(sink))
+        q.awaitTermination()
+
+    for batch in range(2):
+        (src / f"{batch}.json").write_text("".join(f'{{"id": {batch * 10 + i}}}\n' for i in range(5)))
+        run()
+    before = _ids_by_part_and_time(kafka_uri, "sink")
+    assert sorted((t, n) for _, t, n in before) == [(t, t * 10 + i) for t in range(2) for i in range(5)]
+    for name in ("1", ".1.crc"):  # Spark runs batch 1 again on restart
+        os.remove(os.path.join(checkpoint, "commits", name))
+    run()
+    assert _ids_by_part_and_time(kafka_uri, "sink") == before
+    back = spark.read.format("eventlog").load(sink)
+    assert sorted((r["_time"], r["id"]) for r in back.collect()) == [(t, t * 10 + i) for t in range(2)
+                                                                      for i in range(5)]
+    assert _staging_topics(kafka_uri) == []
+
+
+def test_tap_batches_onto_kafka_captures_each_micro_batch_and_calls_the_sink(spark, kafka_uri, tmp_path):
+    from capture import tap_batches
+
+    src = tmp_path / "src"
+    src.mkdir()
+    seen: list[tuple[int, int]] = []
+    for batch in range(2):
+        (src / f"{batch}.json").write_text("".join(f'{{"id": {batch * 10 + i}}}\n' for i in range(3)))
+        q = (spark.readStream.schema("id BIGINT").json(str(src)).writeStream
+             .foreachBatch(tap_batches(kafka_uri, "ids", then=lambda df, b: seen.append((b, df.count()))))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination()
+    assert seen == [(0, 3), (1, 3)]
+    back = spark.read.format("eventlog").load(f"{kafka_uri}/ids").collect()
+    assert sorted((r["_time"], r["id"]) for r in back) == [(0, 0), (0, 1), (0, 2), (1, 10), (1, 11), (1, 12)]
+    assert _staging_topics(kafka_uri) == []
