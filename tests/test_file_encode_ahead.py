@@ -94,6 +94,37 @@ def test_messages_are_encoded_on_the_pool_and_at_most_a_few_wait(tmp_path, monke
     assert [e.records for e in got if isinstance(e, Messages)] == [_batch(t * 20_000, 20_000) for t in range(30)]
 
 
+@pytest.mark.parametrize("bound", ["count", "bytes"])
+def test_events_being_encoded_are_bounded_by_count_and_by_bytes(tmp_path, monkeypatch, bound):
+    """With slow encoding the caller runs ahead until ``_AHEAD`` events are in flight; when their records hold
+    more than ``_AHEAD_BYTES``, only two are (large events). The log is whole either way."""
+    import time
+
+    from connectors.files import writer as writer_mod
+
+    real = arrow_file._record_message
+
+    def slow(*args):  # noqa: ANN002, ANN202
+        time.sleep(0.02)
+        return real(*args)
+
+    monkeypatch.setattr(arrow_file, "_record_message", slow)
+    if bound == "bytes":
+        monkeypatch.setattr(writer_mod, "_AHEAD_BYTES", int(2.5 * _batch(0, 5_000).get_total_buffer_size()))
+    log = open_log(str(tmp_path), sync="none")
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    most = 0
+    for t in range(3 * writer_mod._AHEAD):
+        cap.send(t, _batch(t * 5_000, 5_000))
+        flight = [s for _, _, s in _writer(cap)._pending if s is not None]
+        most = max(most, len(flight))
+        assert len(flight) <= 2 or sum(s.nbytes for s in flight) <= writer_mod._AHEAD_BYTES
+    cap.close()
+    assert most == (writer_mod._AHEAD if bound == "count" else 2)
+    got = [e.records for _, e in _events(str(tmp_path), "s") if isinstance(e, Messages)]
+    assert got == [_batch(t * 5_000, 5_000) for t in range(3 * writer_mod._AHEAD)]
+
+
 def test_the_record_limit_is_raised_by_send_and_the_writer_goes_on(tmp_path, monkeypatch):
     monkeypatch.setattr(arrow_file, "MAX_EVENT_RECORDS", 5)
     log = open_log(str(tmp_path), sync="none")

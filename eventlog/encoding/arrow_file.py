@@ -189,8 +189,10 @@ _ROWS = _FileSegmentEncoder._rows
 class Started:
     """A Messages event's own columns being encoded on a pool thread (``ArrowFileCodec.start``)."""
 
-    def __init__(self, future: "Future[pa.Buffer]") -> None:
+    def __init__(self, future: "Future[pa.Buffer]", nbytes: int) -> None:
         self._future = future
+        self.nbytes = nbytes
+        """The bytes of the records' copy being encoded (what the writer bounds)."""
 
     def done(self) -> bool:
         return self._future.done()
@@ -323,9 +325,10 @@ class ArrowFileCodec(ArrowCodec):
         # a copy the caller cannot change: a batch may share memory with the caller's numpy arrays, which
         # it may fill again as soon as send returns (one memcpy of 440 KB: 12 µs when the batch is in cache,
         # ~70 µs when it is cold in memory, against ~400 µs of zstd)
-        records = ipc.read_record_batch(self.conform(records).serialize(), self.header.schema)
+        copy = self.conform(records).serialize()
+        records = ipc.read_record_batch(copy, self.header.schema)
         return Started(workers.pool().submit(_record_message, self.header.schema, self.records_message,
-                                          self.write_options, records))
+                                             self.write_options, records), copy.size)
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
         return dict(self._read_schema(self._message_of(prefix)).metadata or {})
