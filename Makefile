@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo demo-handoff test venv bench bench-quick clean
 
-$(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c)
+$(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c) $(wildcard eventlog/*/*.c)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[all,test]"

@@ -7,6 +7,7 @@ README) and never crashes."""
 from __future__ import annotations
 
 import random
+import struct
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -126,3 +127,54 @@ def test_random_bytes_are_refused_without_a_crash() -> None:
         assert native.check(b"\xff" * 16, start, *LIMITS) is None
     with pytest.raises(OverflowError):
         native.check(b"\xff" * 16, 2**70, *LIMITS)
+
+
+def tail_agrees(data: bytes, start: int, nodes: int, bufs: int) -> None:
+    """``native.tail`` never reads or points outside ``data``; on a message the Python walk accepts it gives the
+    nodes and buffers that ``ipc_build.parse`` reads (buffers placed in ``data``)."""
+    from eventlog.encoding import ipc_build
+
+    got = native.tail(data, start, nodes, bufs)
+    if got is not None:
+        compressed, ns, bs = got
+        assert len(ns) == nodes and len(bs) == bufs
+        assert all(0 <= at and at + n <= len(data) and n >= 0 for at, n in bs), (bs, len(data))
+    if not isinstance(python_says(data, start), BatchMessage) or data[start:start + 4] != b"\xff" * 4:
+        return  # refused, or the old framing without a continuation marker (which parse does not read)
+    parts = ipc_build.parse(memoryview(data)[start:])
+    all_nodes = list(struct.iter_unpack("<qq", parts.nodes))
+    all_bufs = [(start + parts.body_start + o, n) for o, n in struct.iter_unpack("<qq", parts.buffers)]
+    if len(all_nodes) < nodes or len(all_bufs) < bufs:
+        assert got is None
+        return
+    assert got == (parts.compressed, tuple(all_nodes[len(all_nodes) - nodes:]),
+                   tuple(all_bufs[len(all_bufs) - bufs:])), (got, data[:64].hex())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), compression=st.sampled_from([None, "zstd"]), seed=st.integers(0, 2**32))
+def test_the_tail_of_a_message_agrees_with_the_python_parse_and_stays_inside(data, compression, seed) -> None:
+    """``tail`` (the last nodes and buffers of a message: a 2.x segment's ``_time`` and ``_seq``) on real messages
+    of random schemas, damaged as the fuzzers know, and placed after other bytes."""
+    schema = data.draw(schemas())
+    batch = data.draw(batches(schema, min_rows=0, max_rows=20))
+    raw = message(batch, compression, {"eventlog.seq": "7"})
+    want = data.draw(st.sampled_from([(0, 0), (1, 2), (2, 4), (3, 1), (64, 64)]))
+    tail_agrees(raw, 0, *want)
+    rnd = random.Random(seed)
+    for _ in range(40):
+        tail_agrees(damaged(rnd, raw), 0, *want)
+    for start in (1, 3, len(raw) // 2):
+        tail_agrees(rnd.randbytes(start) + raw, start, *want)
+
+
+def test_the_tail_of_random_bytes_is_none_without_a_crash() -> None:
+    rnd = random.Random(6)
+    for n in [0, 1, 7, 8, 9, 16, 64, 4096] * 50:
+        data = rnd.randbytes(n)
+        got = native.tail(data, 0, 2, 4)
+        assert got is None or all(0 <= at and at + k <= n for at, k in got[2])
+    for start in (-1, 1, 10, 2**40):
+        assert native.tail(b"\xff" * 16, start, 2, 4) is None
+    for counts in ((-1, 0), (0, -1), (65, 0), (0, 65)):  # never more than a segment's last few
+        assert native.tail(message(pa.record_batch([pa.array([1])], names=["a"]), None), 0, *counts) is None

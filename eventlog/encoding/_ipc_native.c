@@ -241,11 +241,111 @@ static PyObject *check(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LLLL)", (long long)rows, (long long)values, (long long)decoded, (long long)end);
 }
 
+/*
+ * tail(data, start, nnodes, nbuffers) -> (compressed, nodes, buffers) or None: the last nnodes FieldNodes
+ * ((length, null_count) each) and the last nbuffers Buffers ((offset, length) each, the offset from the start of
+ * data, inside the message's body) of the record-batch message at start; None when the message is malformed or
+ * holds fewer. What it returns lies inside data: a caller reads those bytes without further checks.
+ */
+static PyObject *tail(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, want_nodes, want_bufs;
+    if (!PyArg_ParseTuple(args, "y*nnn", &view, &start, &want_nodes, &want_bufs)) {
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    int64_t len = (int64_t)view.len;
+    PyObject *out = NULL;
+    do {
+        int64_t pos = (int64_t)start;
+        if (pos < 0 || len - pos < 8 || want_nodes < 0 || want_bufs < 0 || want_nodes > 64 || want_bufs > 64) {
+            break;
+        }
+        int64_t size = (int64_t)rd_le(buf + pos, 4);
+        if (size == 0xFFFFFFFFLL) {
+            pos += 4;
+            size = (int64_t)rd_le(buf + pos, 4);
+        }
+        pos += 4;
+        if (size < 8 || size > len - pos) {
+            break;
+        }
+        fb_t fb = {buf + pos, size, 0};
+        table_t message = table_at(&fb, ref(&fb, 0));
+        if (fb.bad) {
+            break;
+        }
+        int64_t at = field(&fb, &message, 1);
+        if (fb.bad || !at || get(&fb, at, 1) != 3 || fb.bad) {
+            break;
+        }
+        at = field(&fb, &message, 3);
+        int64_t body_len = at ? (int64_t)get(&fb, at, 8) : 0;
+        int64_t body = pos + size;
+        if (fb.bad || body_len < 0 || body_len > len - body) {
+            break;
+        }
+        table_t batch = subtable(&fb, &message, 2);
+        if (fb.bad || !batch.present) {
+            break;
+        }
+        table_t compression = subtable(&fb, &batch, 3);
+        if (fb.bad) {
+            break;
+        }
+        int64_t nodes_at, nodes, bufs_at, nbufs;
+        vector(&fb, &batch, 1, 16, &nodes_at, &nodes);
+        vector(&fb, &batch, 2, 16, &bufs_at, &nbufs);
+        if (fb.bad || nodes < want_nodes || nbufs < want_bufs || nodes_at > size - 16 * nodes
+            || bufs_at > size - 16 * nbufs) {
+            break;
+        }
+        PyObject *node_list = PyTuple_New(want_nodes);
+        PyObject *buf_list = PyTuple_New(want_bufs);
+        int good = node_list != NULL && buf_list != NULL;
+        for (Py_ssize_t i = 0; good && i < want_nodes; i++) {
+            const uint8_t *n = fb.p + nodes_at + 16 * (nodes - want_nodes + i);
+            PyObject *t = Py_BuildValue("(LL)", (long long)(int64_t)rd_le(n, 8), (long long)(int64_t)rd_le(n + 8, 8));
+            good = t != NULL;
+            if (good) {
+                PyTuple_SET_ITEM(node_list, i, t);
+            }
+        }
+        for (Py_ssize_t i = 0; good && i < want_bufs; i++) {
+            const uint8_t *b = fb.p + bufs_at + 16 * (nbufs - want_bufs + i);
+            int64_t offset = (int64_t)rd_le(b, 8), length = (int64_t)rd_le(b + 8, 8);
+            if (offset < 0 || length < 0 || offset > body_len || length > body_len - offset) {
+                good = 0;
+                break;
+            }
+            PyObject *t = Py_BuildValue("(LL)", (long long)(body + offset), (long long)length);
+            good = t != NULL;
+            if (good) {
+                PyTuple_SET_ITEM(buf_list, i, t);
+            }
+        }
+        if (good) {
+            out = Py_BuildValue("(ONN)", compression.present ? Py_True : Py_False, node_list, buf_list);
+        } else {
+            Py_XDECREF(node_list);
+            Py_XDECREF(buf_list);
+        }
+    } while (0);
+    PyBuffer_Release(&view);
+    if (out == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"check", check, METH_VARARGS,
      "check(data, start, max_metadata, max_rows, max_values, max_decoded, expansion) -> "
      "(rows, values, decoded_bytes, end) or None: what a record-batch message declares, None when it is "
      "malformed or over a limit (the Python check says which)."},
+    {"tail", tail, METH_VARARGS,
+     "tail(data, start, nnodes, nbuffers) -> (compressed, nodes, buffers) or None: the last FieldNodes and "
+     "Buffers of a record-batch message, buffers as (offset in data, length); None when it is malformed."},
     {NULL, NULL, 0, NULL},
 };
 

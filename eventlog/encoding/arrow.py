@@ -139,7 +139,7 @@ class _ArrowSegmentDecoder:
             if segment is not self._segment:  # one stream reader per (mapped) segment, positioned per event
                 self._segment = segment
                 self._source = pa.BufferReader(segment.slice(self._skip) if self._skip else segment)
-                self._reader = ipc.open_stream(self._source, options=self.read_options)
+                self._reader = ipc.open_stream(self._source, options=self._options())
             assert self._source is not None and self._reader is not None
             self._source.seek(offset - self._skip)
             batch, meta = self._reader.read_next_batch_with_custom_metadata()
@@ -152,6 +152,10 @@ class _ArrowSegmentDecoder:
         except _DECODE_ERRORS as e:
             self._segment = None  # the reader's state is unknown after an error
             raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {str(e)[:300]}") from None
+
+    def _options(self) -> ipc.IpcReadOptions | None:
+        """The options ``decode_at`` reads a segment with."""
+        return self.read_options
 
     def _event(self, batch: pa.RecordBatch, meta) -> tuple[int, Event]:  # noqa: ANN001
         if meta is None:

@@ -35,7 +35,13 @@ from . import ipc_build
 from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
 from .ipc_file import LEADING_MAGIC, Block, block_of, footer
 from .ipc_message import check_record_batch_message
-from .zstd_frame import constant_int64_frame
+from .validate import validate_full
+from .zstd_frame import constant_int64_frame, constant_int64_value
+
+try:  # the message's last nodes and buffers, read in C (built by pip install)
+    from ._ipc_native import tail as _native_tail
+except ImportError:  # not built: every column is decoded
+    _native_tail = None
 
 META_COLUMNS = ("_time", "_seq")
 """The columns a 2.x Arrow file segment appends to the stream's records."""
@@ -244,23 +250,106 @@ def _cut(chunks: list, length: int) -> list:
 
 class _FileSegmentDecoder(_ArrowSegmentDecoder):
     """Decodes a 2.x segment's batches: checks that the appended columns agree with the event's metadata
-    (the columns are never believed over the metadata, nor the other way round) and drops them."""
+    (the columns are never believed over the metadata, nor the other way round) and drops them.
+
+    With int64 times, ``decode_at`` decodes only the stream's own columns: a ``_time`` or ``_seq`` buffer that
+    is exactly the frame this package's writers build (``zstd_frame.constant_int64_frame``) holds one value
+    known from its bytes, without decompressing 80 KB of it per 10k rows; any other buffer (another writer's
+    compressor) has its two columns decoded on their own and checked as before, and the decoder reads the
+    rest of that segment whole."""
 
     def __init__(self, codec: "ArrowFileCodec", prefix: bytes) -> None:
         super().__init__(codec, prefix, skip=len(LEADING_MAGIC))
         self._width = len(codec.header.schema)
+        self._own_only = _native_tail is not None and not codec.header.time_type.arity
+        """``decode_at`` reads the stream's own columns only (the meta columns are checked from their bytes)."""
+        self._at: tuple[pa.Buffer, int] | None = None
+        """The segment and offset of the message ``decode_at`` is decoding (own columns read only)."""
+        self._meta_source: pa.BufferReader | None = None
+        self._meta_reader: ipc.RecordBatchStreamReader | None = None
+
+    def _options(self) -> ipc.IpcReadOptions | None:
+        if not self._own_only:
+            return self.read_options
+        threads = self.read_options.use_threads if self.read_options is not None else True
+        return ipc.IpcReadOptions(use_threads=threads, included_fields=list(range(self._width)))
+
+    def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
+        if segment is not self._segment:
+            self._meta_reader = None
+        self._at = (segment, offset) if self._own_only else None
+        try:
+            return super().decode_at(segment, offset, length)
+        finally:
+            self._at = None
+
+    def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001 - a whole message: every column decoded
+        self._at = None
+        return super().decode(body)
 
     def _records(self, batch: pa.RecordBatch, seq: int, time) -> pa.RecordBatch:  # noqa: ANN001
         k = self._width
+        if self._at is not None:
+            if batch.num_columns != k:
+                raise ValueError(f"batch has {batch.num_columns} of the stream's columns, its schema {k}")
+            if not self._meta_by_bytes(batch.num_rows, seq, time):
+                self._check_meta(self._meta_batch(), batch.num_rows, seq, time)
+                # another writer's buffers (pyarrow's compressor): the segment's next events are read whole
+                self._own_only, self._segment = False, None
+            return pa.RecordBatch.from_arrays(batch.columns, schema=self._codec.header.schema)
         if batch.num_columns != k + len(META_COLUMNS):
             raise ValueError(f"batch has {batch.num_columns} columns, the segment's schema {k + len(META_COLUMNS)}")
-        time_col, seq_col = batch.column(k), batch.column(k + 1)
+        self._check_meta(batch.select([k, k + 1]), batch.num_rows, seq, time)
+        return pa.RecordBatch.from_arrays(batch.columns[:k], schema=self._codec.header.schema)
+
+    def _meta_by_bytes(self, n: int, seq: int, time: int) -> bool:
+        """True when the message's ``_time`` and ``_seq`` buffers are this package's constant frames of ``n``
+        rows holding ``time`` and ``seq`` (or raw int64s of those values); False when they must be decoded to
+        tell. A frame of another value is a CorruptLogError's ValueError."""
+        segment, offset = self._at  # type: ignore[misc]
+        found = _native_tail(segment, offset, 2, 4)
+        if found is None:
+            return False
+        compressed, nodes, buffers = found
+        if any(node != (n, 0) for node in nodes) or buffers[0][1] or buffers[2][1]:
+            return False  # other lengths, nulls or a validity bitmap: pyarrow's checks say what is wrong
+        for name, want, (at, size) in (("_time", time, buffers[1]), ("_seq", seq, buffers[3])):
+            got = _buffer_constant(segment, at, size, n, compressed)
+            if got is None:
+                return False
+            if got != want:
+                raise ValueError(f"the {name} column disagrees with the event's {name[1:]} {want}")
+        return True
+
+    def _meta_batch(self) -> pa.RecordBatch:
+        """The message's ``_time`` and ``_seq`` columns, decoded (and fully validated) on their own."""
+        segment, offset = self._at  # type: ignore[misc]
+        if self._meta_reader is None:
+            self._meta_source = pa.BufferReader(segment.slice(self._skip))
+            k = self._width
+            threads = self.read_options.use_threads if self.read_options is not None else True
+            self._meta_reader = ipc.open_stream(self._meta_source, options=ipc.IpcReadOptions(
+                use_threads=threads, included_fields=[k, k + 1]))
+        assert self._meta_source is not None
+        self._meta_source.seek(offset - self._skip)
+        try:
+            batch = self._meta_reader.read_next_batch()
+        except BaseException:
+            self._meta_reader = None
+            raise
+        validate_full(batch)
+        return batch
+
+    def _check_meta(self, meta: pa.RecordBatch, n: int, seq: int, time) -> None:  # noqa: ANN001
+        """``meta``'s two columns (``_time``, ``_seq``) hold ``time`` and ``seq`` in each of ``n`` rows."""
+        if meta.num_rows != n or meta.num_columns != 2:
+            raise ValueError(f"the _time and _seq columns have {meta.num_rows} rows, the batch {n}")
+        time_col, seq_col = meta.column(0), meta.column(1)
         if time_col.null_count or seq_col.null_count:
             raise ValueError("null in the _time or _seq column")
         if not _constant(seq_col, seq):
             raise ValueError(f"the _seq column disagrees with the event's seq {seq}")
         if isinstance(time, tuple):
-            n = batch.num_rows
             if not _constant(pc.list_value_length(time_col), len(time)):
                 raise ValueError(f"the _time column disagrees with the event's time {list(time)}")
             values = np.asarray(time_col.flatten())
@@ -268,7 +357,26 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
                 raise ValueError(f"the _time column disagrees with the event's time {list(time)}")
         elif not _constant(time_col, time):
             raise ValueError(f"the _time column disagrees with the event's time {time}")
-        return pa.RecordBatch.from_arrays(batch.columns[:k], schema=self._codec.header.schema)
+
+
+def _buffer_constant(segment: pa.Buffer, at: int, size: int, n: int, compressed: bool) -> int | None:
+    """The one int64 value of the ``n``-row buffer at ``segment[at:at + size]`` when its bytes say it without
+    decompressing (a constant frame, or raw values all equal), else None."""
+    view = memoryview(segment)
+    if compressed:
+        if size < 8:
+            return None
+        declared = int.from_bytes(view[at : at + 8], "little", signed=True)
+        if declared == 8 * n:
+            return constant_int64_value(view[at + 8 : at + size], n)
+        if declared != -1:  # a frame of another length: pyarrow says what is wrong
+            return None
+        at, size = at + 8, size - 8  # stored uncompressed
+    if size != 8 * n:
+        return None
+    values = np.frombuffer(segment, np.int64, n, at)
+    first = int(values[0])
+    return first if bool((values == first).all()) else None
 
 
 def _constant(col: pa.Array, value: int) -> bool:

@@ -128,13 +128,34 @@ def constant_int64_frame(value: int, count: int) -> bytes:
     a count is built once (for the last few counts) and the value spliced in."""
     if count < 1:
         raise ValueError("a frame of no values: write an empty buffer instead")
+    head, tail = _shape(count)
+    return head + (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little") + tail
+
+
+def _shape(count: int) -> tuple[bytes, bytes]:
+    """The frame of ``count`` values before and after the value's 8 bytes (kept for the last few counts)."""
     shape = _SHAPES.get(count)
     if shape is None:
         if len(_SHAPES) >= 16:
             _SHAPES.clear()
         frame, at = _build_constant_frame(0, count), _literals_at(count)
         shape = _SHAPES[count] = (frame[:at], frame[at + 8 :])
-    return shape[0] + (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little") + shape[1]
+    return shape
+
+
+def constant_int64_value(frame: "bytes | memoryview", count: int) -> int | None:
+    """The int64 ``value`` when ``frame`` is exactly ``constant_int64_frame(value, count)``, else None (another
+    compressor's frame of the same values included: the caller decodes those). Its content is then known
+    without decompressing it."""
+    if count < 1:
+        return None
+    head, tail = _shape(count)
+    if len(frame) != len(head) + 8 + len(tail):
+        return None
+    frame = bytes(frame)  # a few dozen bytes; a memoryview of signed chars would not compare equal to bytes
+    if not (frame.startswith(head) and frame.endswith(tail)):
+        return None
+    return int.from_bytes(frame[len(head) : len(head) + 8], "little", signed=True)
 
 
 def _literals_at(count: int) -> int:
