@@ -209,17 +209,19 @@ class KafkaPartReader(PartReader):
             self._consumer = self._open()
         consumer = self._consumer
         deadline = time.monotonic() + self._log.timeout
-        yielded = False
         while True:
             try:
-                # drain what is queued without waiting; an iteration that yielded events returns then (so a
-                # live part is not held back), one that yielded nothing waits for data or the partition EOF
+                # drain what is queued without waiting; when the queue is empty, wait for more or for the
+                # partition's EOF: an iteration reads everything the partition held when it started, as a file
+                # reader's does (it used to return as soon as the queue ran dry, which under load was long before
+                # the end, and a caller taking one pass for the whole part missed the rest), and yields each
+                # event as it comes, so a live part is not held back
                 msgs = consumer.consume(_BATCH, timeout=0)
                 if msgs:
                     self._down_since = None  # it reached a broker
                 else:
                     self._check_cluster()
-                    if self._at_eof or yielded:
+                    if self._at_eof:
                         return
                     msgs = consumer.consume(1, timeout=0.05)
             except KafkaException as e:
@@ -229,6 +231,7 @@ class KafkaPartReader(PartReader):
                     raise EventLogError(f"no answer from kafka within {self._log.timeout} s",
                                         stream=self.stream, part=self.part)
                 continue
+            deadline = time.monotonic() + self._log.timeout  # records keep coming: the wait starts again
             for m in msgs:
                 err = m.error()
                 if err is not None:
@@ -245,9 +248,7 @@ class KafkaPartReader(PartReader):
                     raise EventLogError(f"kafka read error: {err.str()}", stream=self.stream, part=self.part)
                 self._at_eof = False
                 self._position = m.offset() + 1
-                for entry in self._entries(frame_of(m, self.stream, self.part)):
-                    yielded = True
-                    yield entry
+                yield from self._entries(frame_of(m, self.stream, self.part))
             if self._at_eof:
                 return
 

@@ -128,20 +128,25 @@ class PartCursor:
         return self.reader.tail_problem
 
     def pull(self) -> Iterator[Entry]:
-        """The events available now (up to ``end``) without applying them: call ``apply`` on each before
+        """The events available now without applying them — with ``end`` set, every event up to it: a
+        reader's pass may stop at what has arrived so far (a Kafka consumer returns once its queue is empty),
+        so passes follow each other until ``end`` or one that finds nothing. Call ``apply`` on each before
         using the frontier (``merged`` reads ahead, so it applies an event only when it is its turn)."""
-        if self.at_end:
-            return
-        for entry in self.reader:
-            if self.end is not None and entry.seq >= self.end:
+        while not self.at_end:
+            found = False
+            for entry in self.reader:
+                found = True
+                if self.end is not None and entry.seq >= self.end:
+                    return
+                if self.until_ts is not None and entry.ts is not None and entry.ts > self.until_ts:
+                    self.end = entry.seq  # written after --until-ts: the part ends here
+                    return
+                if self.committed is None:
+                    yield entry
+                else:
+                    yield from self.committed.push(entry, self.reader.epoch)
+            if self.end is None or not found:
                 return
-            if self.until_ts is not None and entry.ts is not None and entry.ts > self.until_ts:
-                self.end = entry.seq  # written after --until-ts: the part ends here
-                return
-            if self.committed is None:
-                yield entry
-            else:
-                yield from self.committed.push(entry, self.reader.epoch)
 
     def in_window(self, entry: Entry) -> bool:
         """True when ``entry`` was written within ``since_ts``/``until_ts`` (always, without them): the events to
