@@ -110,6 +110,48 @@ static int add_sat(int64_t *sum, int64_t x, int64_t cap) {
     return 1;
 }
 
+/*
+ * The record-batch message at start of buf: its flatbuffer (*fb), its RecordBatch table (*batch), where its body
+ * starts in buf (*body) and its length (*body_len). 0 when the bytes are no whole record-batch message or its
+ * metadata is over max_meta bytes.
+ */
+static int find_batch(const uint8_t *buf, int64_t len, int64_t start, int64_t max_meta, fb_t *fb, table_t *batch,
+                      int64_t *body, int64_t *body_len) {
+    int64_t pos = start;
+    if (pos < 0 || len - pos < 8) {
+        return 0;
+    }
+    int64_t size = (int64_t)rd_le(buf + pos, 4);
+    if (size == 0xFFFFFFFFLL) {
+        pos += 4;
+        size = (int64_t)rd_le(buf + pos, 4); /* in bounds: 8 bytes from start exist */
+    }
+    pos += 4;
+    if (size > max_meta || size < 8 || size > len - pos) {
+        return 0;
+    }
+    fb->p = buf + pos;
+    fb->n = size;
+    fb->bad = 0;
+    table_t message = table_at(fb, ref(fb, 0));
+    if (fb->bad) {
+        return 0;
+    }
+    int64_t at = field(fb, &message, 1);
+    int64_t header_type = at ? (int64_t)get(fb, at, 1) : 0;
+    if (fb->bad || header_type != 3) {
+        return 0;
+    }
+    at = field(fb, &message, 3);
+    *body_len = at ? (int64_t)get(fb, at, 8) : 0;
+    *body = pos + size;
+    if (fb->bad || *body_len < 0 || *body_len > len - *body) {
+        return 0;
+    }
+    *batch = subtable(fb, &message, 2);
+    return !fb->bad && batch->present;
+}
+
 static PyObject *check(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t start;
@@ -123,40 +165,14 @@ static PyObject *check(PyObject *self, PyObject *args) {
     int ok = 0;
     int64_t rows = 0, values = 0, decoded = 0, end = 0;
     do {
-        int64_t pos = (int64_t)start;
-        if (pos < 0 || len - pos < 8) {
+        fb_t fb;
+        table_t batch;
+        int64_t body, body_len;
+        if (!find_batch(buf, len, (int64_t)start, max_meta, &fb, &batch, &body, &body_len)) {
             break;
         }
-        int64_t size = (int64_t)rd_le(buf + pos, 4);
-        if (size == 0xFFFFFFFFLL) {
-            pos += 4;
-            size = (int64_t)rd_le(buf + pos, 4); /* in bounds: 8 bytes from start exist */
-        }
-        pos += 4;
-        if (size > max_meta || size < 8 || size > len - pos) {
-            break;
-        }
-        fb_t fb = {buf + pos, size, 0};
-        table_t message = table_at(&fb, ref(&fb, 0));
-        if (fb.bad) {
-            break;
-        }
-        int64_t at = field(&fb, &message, 1);
-        int64_t header_type = at ? (int64_t)get(&fb, at, 1) : 0;
-        if (fb.bad || header_type != 3) {
-            break;
-        }
-        at = field(&fb, &message, 3);
-        int64_t body_len = at ? (int64_t)get(&fb, at, 8) : 0;
-        int64_t body = pos + size;
-        if (fb.bad || body_len < 0 || body_len > len - body) {
-            break;
-        }
-        table_t batch = subtable(&fb, &message, 2);
-        if (fb.bad || !batch.present) {
-            break;
-        }
-        at = field(&fb, &batch, 0);
+        int64_t size = fb.n;
+        int64_t at = field(&fb, &batch, 0);
         rows = at ? (int64_t)get(&fb, at, 8) : 0;
         if (fb.bad || rows < 0 || rows > max_rows) {
             break;
@@ -257,38 +273,14 @@ static PyObject *tail(PyObject *self, PyObject *args) {
     int64_t len = (int64_t)view.len;
     PyObject *out = NULL;
     do {
-        int64_t pos = (int64_t)start;
-        if (pos < 0 || len - pos < 8 || want_nodes < 0 || want_bufs < 0 || want_nodes > 64 || want_bufs > 64) {
+        fb_t fb;
+        table_t batch;
+        int64_t body, body_len;
+        if (want_nodes < 0 || want_bufs < 0 || want_nodes > 64 || want_bufs > 64
+            || !find_batch(buf, len, (int64_t)start, INT64_MAX, &fb, &batch, &body, &body_len)) {
             break;
         }
-        int64_t size = (int64_t)rd_le(buf + pos, 4);
-        if (size == 0xFFFFFFFFLL) {
-            pos += 4;
-            size = (int64_t)rd_le(buf + pos, 4);
-        }
-        pos += 4;
-        if (size < 8 || size > len - pos) {
-            break;
-        }
-        fb_t fb = {buf + pos, size, 0};
-        table_t message = table_at(&fb, ref(&fb, 0));
-        if (fb.bad) {
-            break;
-        }
-        int64_t at = field(&fb, &message, 1);
-        if (fb.bad || !at || get(&fb, at, 1) != 3 || fb.bad) {
-            break;
-        }
-        at = field(&fb, &message, 3);
-        int64_t body_len = at ? (int64_t)get(&fb, at, 8) : 0;
-        int64_t body = pos + size;
-        if (fb.bad || body_len < 0 || body_len > len - body) {
-            break;
-        }
-        table_t batch = subtable(&fb, &message, 2);
-        if (fb.bad || !batch.present) {
-            break;
-        }
+        int64_t size = fb.n;
         table_t compression = subtable(&fb, &batch, 3);
         if (fb.bad) {
             break;

@@ -124,18 +124,7 @@ def test_a_streaming_write_onto_kafka_appends_each_micro_batch_once_and_leaves_n
 
 
 def test_tap_batches_onto_kafka_captures_each_micro_batch_and_calls_the_sink(spark, kafka_uri, tmp_path):
-    from capture import tap_batches
+    from .test_write import check_tap_batches
 
-    src = tmp_path / "src"
-    src.mkdir()
-    seen: list[tuple[int, int]] = []
-    for batch in range(2):
-        (src / f"{batch}.json").write_text("".join(f'{{"id": {batch * 10 + i}}}\n' for i in range(3)))
-        q = (spark.readStream.schema("id BIGINT").json(str(src)).writeStream
-             .foreachBatch(tap_batches(kafka_uri, "ids", then=lambda df, b: seen.append((b, df.count()))))
-             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-        q.awaitTermination()
-    assert seen == [(0, 3), (1, 3)]
-    back = spark.read.format("eventlog").load(f"{kafka_uri}/ids").collect()
-    assert sorted((r["_time"], r["id"]) for r in back) == [(0, 0), (0, 1), (0, 2), (1, 10), (1, 11), (1, 12)]
+    check_tap_batches(spark, kafka_uri, tmp_path)
     assert _staging_topics(kafka_uri) == []

@@ -166,6 +166,12 @@ def test_micro_batches_with_a_time_column_advance_past_their_times_and_drop_late
 
 
 def test_tap_batches_captures_each_micro_batch_and_calls_the_sink(spark, log_dir, tmp_path):
+    check_tap_batches(spark, log_dir, tmp_path)
+
+
+def check_tap_batches(spark, log_uri: str, tmp_path) -> None:
+    """``foreachBatch(tap_batches(log_uri, "ids", then=...))`` over two micro-batches captures each (time = batch
+    id) and calls the user's sink with each."""
     from capture import tap_batches
 
     src = tmp_path / "src"
@@ -174,11 +180,11 @@ def test_tap_batches_captures_each_micro_batch_and_calls_the_sink(spark, log_dir
     for batch in range(2):
         (src / f"{batch}.json").write_text("".join(f'{{"id": {batch * 10 + i}}}\n' for i in range(3)))
         q = (spark.readStream.schema("id BIGINT").json(str(src)).writeStream
-             .foreachBatch(tap_batches(log_dir, "ids", then=lambda df, b: seen.append((b, df.count()))))
+             .foreachBatch(tap_batches(log_uri, "ids", then=lambda df, b: seen.append((b, df.count()))))
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
         q.awaitTermination()
     assert seen == [(0, 3), (1, 3)]
-    back = spark.read.format("eventlog").load(f"{log_dir}/ids").collect()
+    back = spark.read.format("eventlog").load(f"{log_uri}/ids").collect()
     assert sorted((r["_time"], r["id"]) for r in back) == [(0, 0), (0, 1), (0, 2), (1, 10), (1, 11), (1, 12)]
 
 
