@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eventlog import limits
-from eventlog.encoding import ipc_message
+from eventlog.encoding import ipc_build, ipc_message
 from eventlog.encoding.ipc_message import BatchMessage, check_in_python, check_record_batch_message
 from eventlog.errors import LogLimitError
 from tests.strategies import batches, schemas
@@ -132,7 +132,6 @@ def test_random_bytes_are_refused_without_a_crash() -> None:
 def tail_agrees(data: bytes, start: int, nodes: int, bufs: int) -> None:
     """``native.tail`` never reads or points outside ``data``; on a message the Python walk accepts it gives the
     nodes and buffers that ``ipc_build.parse`` reads (buffers placed in ``data``)."""
-    from eventlog.encoding import ipc_build
 
     got = native.tail(data, start, nodes, bufs)
     if got is not None:
@@ -178,3 +177,28 @@ def test_the_tail_of_random_bytes_is_none_without_a_crash() -> None:
         assert native.tail(b"\xff" * 16, start, 2, 4) is None
     for counts in ((-1, 0), (0, -1), (65, 0), (0, 65)):  # never more than a segment's last few
         assert native.tail(message(pa.record_batch([pa.array([1])], names=["a"]), None), 0, *counts) is None
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), compression=st.sampled_from([None, "zstd"]), seed=st.integers(0, 2**32),
+       meta=st.dictionaries(st.text(max_size=12), st.text(max_size=30), max_size=5))
+def test_empty_reads_the_counts_and_metadata_pyarrow_reads_and_survives_damage(data, compression, seed, meta) -> None:
+    """``empty`` (the row count, node and buffer counts and custom metadata of a message: how a Progress event
+    is decoded without pyarrow) agrees with pyarrow on real messages and never crashes on damaged ones."""
+    schema = data.draw(schemas())
+    batch = data.draw(batches(schema, min_rows=0, max_rows=20))
+    raw = message(batch, compression, meta or None)
+    rows, nodes, buffers, pairs = native.empty(raw, 0)
+    reader = ipc.open_stream(pa.py_buffer(batch.schema.serialize().to_pybytes() + raw))
+    got, got_meta = reader.read_next_batch_with_custom_metadata()
+    assert rows == got.num_rows and dict(pairs) == dict(got_meta or {})
+    parts = ipc_build.parse(raw)
+    assert (nodes, buffers) == (len(parts.nodes) // 16, len(parts.buffers) // 16)
+    rnd = random.Random(seed)
+    for _ in range(40):
+        bad = damaged(rnd, raw)
+        found = native.empty(bad, 0)
+        assert found is None or (len(found) == 4 and all(isinstance(k, bytes) and isinstance(v, bytes)
+                                                         for k, v in found[3]))
+    for n in [0, 1, 8, 16, 64]:
+        assert native.empty(rnd.randbytes(n), 0) is None or n >= 8

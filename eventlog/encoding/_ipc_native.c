@@ -330,11 +330,94 @@ static PyObject *tail(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* the flatbuffer string at the uoffset stored at pos, as bytes; NULL (bad set) when it lies outside */
+static PyObject *fb_string(fb_t *fb, int64_t pos) {
+    int64_t s = ref(fb, pos);
+    int64_t n = (int64_t)get(fb, s, 4);
+    if (fb->bad || n > fb->n - s - 4) {
+        fb->bad = 1;
+        return NULL;
+    }
+    return PyBytes_FromStringAndSize((const char *)fb->p + s + 4, (Py_ssize_t)n);
+}
+
+/*
+ * empty(data, start) -> (rows, nodes, buffers, metadata) or None: for the record-batch message at start, its row
+ * count, how many FieldNodes and Buffers it has, and its custom metadata as a tuple of (key, value) bytes pairs;
+ * None when it is malformed. A reader decodes an event without rows (Progress) from this alone, without
+ * pyarrow (which would give the GIL away and back twice).
+ */
+static PyObject *empty(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &start)) {
+        return NULL;
+    }
+    PyObject *out = NULL, *pairs = NULL;
+    do {
+        fb_t fb;
+        table_t batch;
+        int64_t body, body_len;
+        if (!find_batch((const uint8_t *)view.buf, (int64_t)view.len, (int64_t)start, INT64_MAX, &fb, &batch, &body,
+                        &body_len)) {
+            break;
+        }
+        int64_t at = field(&fb, &batch, 0);
+        int64_t rows = at ? (int64_t)get(&fb, at, 8) : 0;
+        int64_t nodes_at, nodes, bufs_at, nbufs;
+        vector(&fb, &batch, 1, 16, &nodes_at, &nodes);
+        vector(&fb, &batch, 2, 16, &bufs_at, &nbufs);
+        /* the Message table again: its custom_metadata (field 4), a vector of KeyValue tables */
+        table_t message = table_at(&fb, ref(&fb, 0));
+        int64_t kv_at, nkv;
+        vector(&fb, &message, 4, 4, &kv_at, &nkv);
+        if (fb.bad || nkv > 64) {
+            break;
+        }
+        pairs = PyTuple_New(nkv);
+        if (pairs == NULL) {
+            break;
+        }
+        int good = 1;
+        for (int64_t i = 0; good && i < nkv; i++) {
+            table_t kv = table_at(&fb, ref(&fb, kv_at + 4 * i));
+            int64_t k_at = fb.bad ? 0 : field(&fb, &kv, 0), v_at = fb.bad ? 0 : field(&fb, &kv, 1);
+            if (fb.bad || !k_at || !v_at) {
+                good = 0;
+                break;
+            }
+            PyObject *k = fb_string(&fb, k_at);
+            PyObject *v = k == NULL ? NULL : fb_string(&fb, v_at);
+            PyObject *pair = v == NULL ? NULL : PyTuple_Pack(2, k, v);
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (pair == NULL) {
+                good = 0;
+                break;
+            }
+            PyTuple_SET_ITEM(pairs, i, pair);
+        }
+        if (good) {
+            out = Py_BuildValue("(LLLO)", (long long)rows, (long long)nodes, (long long)nbufs, pairs);
+        }
+    } while (0);
+    Py_XDECREF(pairs);
+    PyBuffer_Release(&view);
+    if (out == NULL) {
+        PyErr_Clear(); /* a string that does not fit is malformed, not an error of the call */
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"check", check, METH_VARARGS,
      "check(data, start, max_metadata, max_rows, max_values, max_decoded, expansion) -> "
      "(rows, values, decoded_bytes, end) or None: what a record-batch message declares, None when it is "
      "malformed or over a limit (the Python check says which)."},
+    {"empty", empty, METH_VARARGS,
+     "empty(data, start) -> (rows, nodes, buffers, metadata) or None: a record-batch message's row count, node and "
+     "buffer counts and custom metadata ((key, value) bytes pairs); None when it is malformed."},
     {"tail", tail, METH_VARARGS,
      "tail(data, start, nnodes, nbuffers) -> (compressed, nodes, buffers) or None: the last FieldNodes and "
      "Buffers of a record-batch message, buffers as (offset in data, length); None when it is malformed."},

@@ -18,7 +18,7 @@ from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchE
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
 from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_HEADER_BYTES, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
-from .ipc_message import check_record_batch_message
+from .ipc_message import BatchMessage, check_record_batch_message
 from .sink import DrainSink
 from .validate import validate_full
 
@@ -135,7 +135,10 @@ class _ArrowSegmentDecoder:
 
     def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
         try:
-            _check_message(memoryview(segment), offset, length)
+            if _check_message(memoryview(segment), offset, length).rows == 0 and _native_empty is not None:
+                found = self._without_rows(segment, offset)
+                if found is not None:
+                    return found
             if segment is not self._segment:  # one stream reader per (mapped) segment, positioned per event
                 self._segment = segment
                 self._source = pa.BufferReader(segment.slice(self._skip) if self._skip else segment)
@@ -152,6 +155,32 @@ class _ArrowSegmentDecoder:
         except _DECODE_ERRORS as e:
             self._segment = None  # the reader's state is unknown after an error
             raise CorruptLogError(f"undecodable arrow event: {type(e).__name__}: {str(e)[:300]}") from None
+
+    def _without_rows(self, segment: pa.Buffer, offset: int) -> tuple[int, Event] | None:
+        """The event of a message without rows (a Progress event) from its custom metadata alone, read in C:
+        pyarrow would build an empty batch and give the GIL away and back for it (on a replaying thread, each
+        time behind the threads decoding ahead). None when the message is not shaped like the segment's empty
+        batch or repeats a key: pyarrow decodes it and says what is wrong."""
+        found = _native_empty(segment, offset)
+        if found is None:
+            return None
+        _, nodes, buffers, pairs = found
+        meta = dict(pairs)
+        if (nodes, buffers) != self._empty_shape() or len(meta) != len(pairs):
+            return None
+        return self._event(self._codec.empty_batch, meta)
+
+    def _empty_shape(self) -> tuple[int, int]:
+        """How many FieldNodes and Buffers an empty batch of the segment's schema has."""
+        shape = _EMPTY_SHAPES.get(self._prefix)
+        if shape is None:
+            schema = ipc.read_schema(pa.py_buffer(self._prefix))
+            empty = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+            _, nodes, buffers, _ = _native_empty(empty.serialize(), 0)
+            if len(_EMPTY_SHAPES) >= 16:
+                _EMPTY_SHAPES.clear()
+            shape = _EMPTY_SHAPES[self._prefix] = (nodes, buffers)
+        return shape
 
     def _options(self) -> ipc.IpcReadOptions | None:
         """The options ``decode_at`` reads a segment with."""
@@ -215,14 +244,25 @@ _DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, KeyError, TypeError, S
 JSONDecodeError, ...): each becomes a CorruptLogError."""
 
 
-def _check_message(view: memoryview, offset: int, length: int) -> None:
-    """Bound the record-batch message filling ``view[offset:offset + length]`` before pyarrow reads it."""
+def _check_message(view: memoryview, offset: int, length: int) -> BatchMessage:
+    """Bound the record-batch message filling ``view[offset:offset + length]`` before pyarrow reads it; what it
+    declares."""
     check_limit("stored size in bytes of one event", length, MAX_EVENT_BYTES, reading=True)
     if offset < 0 or offset + length > len(view):
         raise ValueError(f"event at {offset} (+{length}) lies outside the {len(view)}-byte segment")
     msg = check_record_batch_message(view[offset : offset + length])
     if msg.end != length:
         raise ValueError(f"the event's IPC message is {msg.end} bytes, its body {length}")
+    return msg
+
+
+_EMPTY_SHAPES: dict[bytes, tuple[int, int]] = {}
+"""``_ArrowSegmentDecoder._empty_shape`` by segment prefix (the last few)."""
+
+try:  # a message's counts and custom metadata, read in C (built by pip install)
+    from ._ipc_native import empty as _native_empty
+except ImportError:  # not built: every message through pyarrow
+    _native_empty = None
 
 
 class _ArrowRecordEncoder:
