@@ -264,7 +264,7 @@ def test_the_setting_is_checked(monkeypatch) -> None:
     monkeypatch.setenv("EVENTLOG_READ_AHEAD", "3")
     assert readahead.depth() == 3
     monkeypatch.delenv("EVENTLOG_READ_AHEAD")
-    assert readahead.depth() == (2 if (os.cpu_count() or 1) > 1 else 0)
+    assert readahead.depth() == (4 if (os.cpu_count() or 1) > 1 else 0)
 
 
 @pytest.mark.parametrize("env, threads", [({}, True), ({"EVENTLOG_PRELOAD": "0"}, False),
@@ -390,3 +390,39 @@ def test_a_worker_merging_three_parts_decodes_their_large_events_ahead(tmp_path,
     assert segments == parts
     # each part's first event too: the replayer has every part start its first events before it reads any
     assert taken == {"ahead": parts * times, "in place": 0}, taken
+
+
+def test_a_reader_alone_decodes_four_ahead_and_readers_side_by_side_two_each(tmp_path, monkeypatch) -> None:
+    """The default depth: a reader alone in its process keeps up to four events decoding ahead; while several
+    readers decode ahead at once, each keeps at most two (deeper, a worker merging three parts got slower).
+    Decoding is slowed so that what the reader allows is reached."""
+    monkeypatch.delenv("EVENTLOG_READ_AHEAD", raising=False)
+    monkeypatch.setattr(workers, "CORES", 2)
+    root = str(tmp_path)
+    log = open_log(root, sync="none")
+    for p in range(3):
+        with Capture(log, "s", p, 3, schema=SCHEMA) as cap:
+            for t in range(10):
+                cap.send(t, batch(100 * p + t))
+                cap.advance_to(t + 1)
+    real = readahead.decode
+    monkeypatch.setattr(readahead, "decode", lambda *a: (time.sleep(0.01), real(*a))[1])
+    most: list[int] = []
+    start = readahead.ReadAhead.start
+
+    def spy(self, *a):  # noqa: ANN001, ANN002, ANN202
+        start(self, *a)
+        most.append(len(self._flight))
+
+    monkeypatch.setattr(readahead.ReadAhead, "start", spy)
+    alone = [e.seq for e in open_log(root).reader("s", 0)]
+    assert len(alone) == 21 and max(most) == 4
+    most.clear()
+    readers = [open_log(root).reader("s", p) for p in range(3)]
+    its = [iter(r) for r in readers]
+    for _ in range(20):  # side by side, as a replayer merging three parts reads them
+        for it in its:
+            next(it)
+    for r in readers:
+        r.close()
+    assert max(most) == 2
