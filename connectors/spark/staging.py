@@ -275,16 +275,11 @@ def _list_folder(uri: str) -> list[str]:
     return [i.base_name for i in infos]
 
 
-@contextmanager
-def _kafka_log(uri: str) -> "Iterator[KafkaLog]":
-    """The Kafka log at ``uri`` (a staging folder's), closed afterwards."""
+def _kafka_log(uri: str) -> "KafkaLog":
+    """The Kafka log at ``uri`` (a staging folder's); a ``Log`` closes when its ``with`` ends."""
     from connectors.kafka import KafkaLog
 
-    log = KafkaLog(uri)
-    try:
-        yield log
-    finally:
-        log.close()
+    return KafkaLog(uri)
 
 
 def remove_stream(target: StreamURI) -> None:

@@ -30,7 +30,7 @@ from ._common import (
 )
 from ._live import LiveTail
 from ._output import FORMATS, RowWriter, default_format, row_writer
-from ._scan import PartCursor, held_notes, merged, merged_frontier, open_cursors, part_ends
+from ._scan import PartCursor, held_notes, merged, merged_frontier, open_cursors
 from ._values import BINARY_ENCODINGS, RecordConverter
 from ._wallclock import check_window, records_write_times, require_write_times, ts_iso, ts_options
 
@@ -136,14 +136,15 @@ def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since
     since_t, until_t = as_time(since, header, "--since"), as_time(until, header, "--until")
     parts = [part] if part is not None else list(range(header.peers))
     require_write_times(log, header, parts, since_ts, until_ts)
-    starts = {}
+    starts, ends = {}, {}
     for p in parts:
         st = log.part_stats(stream, p)
         starts[p] = start_seq(offset, st.first_seq, st.next_seq)
+        ends[p] = st.next_seq
     # without --follow: every event up to where each part ends now (a reader's pass may stop short of it)
-    ends = None if follow else part_ends(log, header, parts)
-    cursors = open_cursors(log, header, parts, starts=starts, ends=ends, progress_only=kind == "progress",
-                           isolation=isolation, since_ts=since_ts, until_ts=until_ts)
+    cursors = open_cursors(log, header, parts, starts=starts, ends=None if follow else ends,
+                           progress_only=kind == "progress", isolation=isolation, since_ts=since_ts,
+                           until_ts=until_ts)
     live: LiveTail | None = None
     writer: RowWriter
     table = follow and fmt in (None, "table") and (console := _live.live_console()).is_terminal
