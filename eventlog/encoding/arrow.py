@@ -19,6 +19,7 @@ from ..events import Event, Messages, Progress
 from ..header import StreamHeader
 from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_HEADER_BYTES, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
 from .ipc_message import BatchMessage, check_record_batch_message
+from .ipc_message import _native as _ipc_native
 from .sink import DrainSink
 from .validate import validate_full
 
@@ -259,10 +260,9 @@ def _check_message(view: memoryview, offset: int, length: int) -> BatchMessage:
 _EMPTY_SHAPES: dict[bytes, tuple[int, int]] = {}
 """``_ArrowSegmentDecoder._empty_shape`` by segment prefix (the last few)."""
 
-try:  # a message's counts and custom metadata, read in C (built by pip install)
-    from ._ipc_native import empty as _native_empty
-except ImportError:  # not built: every message through pyarrow
-    _native_empty = None
+_native_empty = _ipc_native.empty if _ipc_native is not None else None
+"""A message's counts and custom metadata, read in C; None when the extension is not built (every message goes
+through pyarrow)."""
 
 
 class _ArrowRecordEncoder:

@@ -34,14 +34,14 @@ from ..records import constant_column, time_column
 from . import ipc_build
 from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
 from .ipc_file import LEADING_MAGIC, Block, block_of, footer
+from .ipc_message import _native as _ipc_native
 from .ipc_message import check_record_batch_message
 from .validate import validate_full
 from .zstd_frame import constant_int64_frame, constant_int64_value
 
-try:  # the message's last nodes and buffers, read in C (built by pip install)
-    from ._ipc_native import tail as _native_tail
-except ImportError:  # not built: every column is decoded
-    _native_tail = None
+_native_tail = _ipc_native.tail if _ipc_native is not None else None
+"""A message's last nodes and buffers, read in C; None when the extension is not built (every column is
+decoded)."""
 
 META_COLUMNS = ("_time", "_seq")
 """The columns a 2.x Arrow file segment appends to the stream's records."""
@@ -269,10 +269,12 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
         self._meta_reader: ipc.RecordBatchStreamReader | None = None
 
     def _options(self) -> ipc.IpcReadOptions | None:
-        if not self._own_only:
-            return self.read_options
+        return self._fields(list(range(self._width))) if self._own_only else self.read_options
+
+    def _fields(self, fields: list[int]) -> ipc.IpcReadOptions:
+        """``read_options`` (pyarrow's threads or not) reading only the top-level ``fields``."""
         threads = self.read_options.use_threads if self.read_options is not None else True
-        return ipc.IpcReadOptions(use_threads=threads, included_fields=list(range(self._width)))
+        return ipc.IpcReadOptions(use_threads=threads, included_fields=fields)
 
     def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
         if segment is not self._segment:
@@ -282,10 +284,6 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
             return super().decode_at(segment, offset, length)
         finally:
             self._at = None
-
-    def decode(self, body) -> tuple[int, Event]:  # noqa: ANN001 - a whole message: every column decoded
-        self._at = None
-        return super().decode(body)
 
     def _records(self, batch: pa.RecordBatch, seq: int, time) -> pa.RecordBatch:  # noqa: ANN001
         k = self._width
@@ -326,10 +324,8 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
         segment, offset = self._at  # type: ignore[misc]
         if self._meta_reader is None:
             self._meta_source = pa.BufferReader(segment.slice(self._skip))
-            k = self._width
-            threads = self.read_options.use_threads if self.read_options is not None else True
-            self._meta_reader = ipc.open_stream(self._meta_source, options=ipc.IpcReadOptions(
-                use_threads=threads, included_fields=[k, k + 1]))
+            self._meta_reader = ipc.open_stream(self._meta_source, options=self._fields([self._width,
+                                                                                         self._width + 1]))
         assert self._meta_source is not None
         self._meta_source.seek(offset - self._skip)
         try:
