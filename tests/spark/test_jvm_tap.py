@@ -178,6 +178,37 @@ def test_flat_columns_with_nulls_over_many_rows(spark, jvm, log_dir):
     assert open_log(log_dir).part_stats("jvm", 0).next_seq > 4  # several events a time: buffers reused
 
 
+def test_bitmaps_end_in_zero_bits_when_buffers_are_reused(spark, jvm, log_dir, monkeypatch):
+    """The tap reuses its vectors event after event without zeroing them: each row sets its own bits, and the
+    bits after an event's last row are cleared. An event of 36 rows after one of 64 all-valid, all-true rows
+    has the values written and zero bits after its last row in every validity and boolean bitmap, as a
+    zeroed buffer has (the bytes do not depend on earlier events)."""
+    monkeypatch.setattr(jvm_mod, "EVENT_ROWS", 64)
+    df = spark.range(0, 100, 1, 1).selectExpr(
+        "id", "if(id >= 64 and id % 5 = 0, null, id) as n", "if(id >= 64, id % 2 = 0, true) as b",
+        "if(id >= 64 and id % 3 = 0, null, 'x') as s", "if(id >= 64 and id % 4 = 0, null, id % 2 = 1) as nb")
+    jvm_tap(df, log_dir, "jvm").count()
+    with open(os.path.join(log_dir, "jvm", "part=0", "00000000000000000001.arrow"), "rb") as f:
+        reader = ipc.open_file(pa.py_buffer(f.read()))
+    batches = [reader.get_batch(i) for i in range(reader.num_record_batches - 1)]
+    assert [b.num_rows for b in batches] == [64, 36]
+    rows = [r for b in batches for r in b.select(["id", "n", "b", "s", "nb"]).to_pylist()]
+    assert rows == [{"id": i, "n": None if i >= 64 and i % 5 == 0 else i, "b": i % 2 == 0 if i >= 64 else True,
+                     "s": None if i >= 64 and i % 3 == 0 else "x",
+                     "nb": None if i >= 64 and i % 4 == 0 else i % 2 == 1} for i in range(100)]
+    last = batches[1]
+    bitmaps = []
+    for name in ("n", "b", "s", "nb"):
+        bufs = last.column(name).buffers()
+        if bufs[0] is not None:
+            bitmaps.append(bufs[0])
+        if pa.types.is_boolean(last.column(name).type):
+            bitmaps.append(bufs[1])
+    assert len(bitmaps) == 5  # n, s, nb have nulls; b and nb their values
+    for bits in bitmaps:
+        assert len(bits) >= 5 and bits.to_pybytes()[4] >> 4 == 0  # rows 36..39 of the last byte
+
+
 def test_rows_that_are_not_unsafe_rows(spark, jvm, log_dir):
     """Spark's plans hand the tap UnsafeRows, whose string and binary values the tap copies from where the
     row keeps them; any other InternalRow is read through its getters. The tap's task function run on the

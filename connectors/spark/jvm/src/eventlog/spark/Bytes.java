@@ -2,14 +2,46 @@ package eventlog.spark;
 
 import java.io.OutputStream;
 import java.util.Arrays;
+import java.util.concurrent.ConcurrentLinkedDeque;
 
 /** A growable byte buffer whose contents are read in place (no copy per event). */
 final class Bytes extends OutputStream {
+    /** Arrays of {@link #recycle}d buffers, for the next {@link #pooled} ones. */
+    private static final ConcurrentLinkedDeque<byte[]> POOL = new ConcurrentLinkedDeque<>();
+    /** Arrays kept in {@link #POOL} at most, and the largest kept. */
+    private static final int POOL_ARRAYS = 8;
+    private static final int POOL_BYTES = 8 << 20;
+
     byte[] buf;
     int len;
 
     Bytes(int capacity) {
         buf = new byte[Math.max(capacity, 64)];
+    }
+
+    private Bytes(byte[] buf) {
+        this.buf = buf;
+    }
+
+    /**
+     * A buffer of at least {@code capacity} bytes, its array one a {@link #recycle}d buffer held when there is
+     * one. An event's buffer grows to the event's size, which the JVM allocates as a humongous object (over
+     * half a G1 region) that starts a concurrent marking of the whole heap: each task that captures a
+     * partition takes the array the last one left instead.
+     */
+    static Bytes pooled(int capacity) {
+        byte[] b = POOL.pollFirst();
+        return b != null && b.length >= capacity ? new Bytes(b) : new Bytes(capacity);
+    }
+
+    /** Give this buffer's array to the pool (unless it is full or the array is over 8 MiB); this one is empty. */
+    void recycle() {
+        byte[] b = buf;
+        buf = new byte[64];
+        len = 0;
+        if (b.length <= POOL_BYTES && POOL.size() < POOL_ARRAYS) {
+            POOL.addFirst(b);
+        }
     }
 
     void reset() {

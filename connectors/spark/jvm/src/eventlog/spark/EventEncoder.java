@@ -50,7 +50,8 @@ final class EventEncoder {
     }
 
     private final CompressionCodec zstd = new ZstdCompressionCodec(1);
-    final Bytes out = new Bytes(1 << 16);
+    /** The last event encoded; {@link Bytes#recycle} it once the encoder is done. */
+    final Bytes out = Bytes.pooled(1 << 16);
 
     static Schema readSchema(byte[] message) throws IOException {
         return MessageSerializer.deserializeSchema(

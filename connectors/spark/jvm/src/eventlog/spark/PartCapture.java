@@ -519,6 +519,7 @@ final class PartCapture {
     }
 
     private void release() {
+        encoder.out.recycle();
         for (VectorSchemaRoot r : all) {
             r.close();
         }

@@ -79,7 +79,7 @@ final class PartFiles implements AutoCloseable {
             throw new FileAlreadyExistsException(sealedPath(first).toString());
         }
         dataFile = new FileOutputStream(Files.createFile(path).toFile());
-        data = new BufferedOutputStream(dataFile, 1 << 20);
+        data = new BufferedOutputStream(dataFile, 1 << 18);  // under half a G1 region: not a humongous object
         data.write(Footer.LEADING_MAGIC);
         data.write(schemaMessage);
         indexFile = new FileOutputStream(Files.createFile(indexPath(first)).toFile());

@@ -286,12 +286,20 @@ final class RowWriter {
         return size;
     }
 
-    /** Set every vector's value count and the root's row count to the rows written. */
+    /**
+     * Set every vector's value count and the root's row count to the rows written. The bits after the last row
+     * in the last byte of a bitmap are cleared: {@link #reset} leaves the previous rows' bits, which every row
+     * written since has replaced, but not those.
+     */
     void finish() {
         for (int i = 0; i < kinds.length; i++) {
             if (kinds[i] == OTHER) {
                 others[i].finish();
             } else {
+                clearTail(validity[i], count);
+                if (kinds[i] == BOOL) {
+                    clearTail(values[i], count);
+                }
                 if (kinds[i] == STRING || kinds[i] == BINARY) {
                     ((BaseVariableWidthVector) vectors[i]).setLastSet(count - 1);
                 }
@@ -301,13 +309,25 @@ final class RowWriter {
         root.setRowCount(count);
     }
 
-    /** Empty the vectors (their memory kept) for the next rows. */
+    /** The bits of a bitmap after its first {@code n} in their byte, cleared. */
+    private static void clearTail(long bits, int n) {
+        if ((n & 7) != 0) {
+            long a = bits + (n >> 3);
+            MemoryUtil.putByte(a, (byte) (MemoryUtil.getByte(a) & ((1 << (n & 7)) - 1)));
+        }
+    }
+
+    /**
+     * Empty the vectors (their memory kept) for the next rows. The flat columns' memory is not zeroed, as
+     * Arrow's {@code reset} does (a memset of every buffer's whole capacity each event): {@link #write} sets
+     * every validity bit, value and offset of a row, and the first offset stays 0.
+     */
     void reset() {
         for (int i = 0; i < kinds.length; i++) {
             if (kinds[i] == OTHER) {
                 others[i].reset();
             } else {
-                vectors[i].reset();
+                vectors[i].setValueCount(0);
                 dataEnd[i] = 0;
             }
         }
