@@ -358,6 +358,30 @@ def test_delivery_errors_raise(kafka_uri):
     assert open_log(kafka_uri).part_stats("s", 0).next_seq == 1  # nothing of it was written
 
 
+@pytest.mark.parametrize("transactions", [True, False], ids=["transactional", "idempotent"])
+def test_a_writer_whose_topic_was_deleted_raises_lost_data_at_its_next_sync(kafka_uri, kafka_bootstrap,
+                                                                            transactions):
+    """Records for a deleted topic are held by librdkafka until topic.metadata.propagation.max.ms (30 s) has
+    passed since the topic's first use, then fail as a delivery error. The writer waits for a sync a slice at a
+    time and asks between slices whether the topic still exists: a deleted topic is a LostDataError naming it
+    and the first event not synced, and the writer stays unusable."""
+    uri = kafka_uri if transactions else kafka_uri + "?eventlog.transactions=false"
+    log = open_log(uri)
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    cap.send(0, [{"n": 1, "s": "a"}])
+    cap.advance_to(1)
+    topic = log.target.topic("s")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_topics([topic])[topic].result()
+    cap.send(1, [{"n": 2, "s": "b"}])
+    with pytest.raises(LostDataError, match=f"topic '{topic}' was deleted while this writer wrote to it") as ei:
+        cap.advance_to(2)
+    assert (ei.value.stream, ei.value.part, ei.value.seq) == ("s", 0, 3)  # 1, 2: the first send and advance
+    with pytest.raises(LostDataError, match="was deleted"):
+        cap.send(2, [{"n": 3, "s": "c"}])
+    cap.abort()
+
+
 def test_unreachable_cluster_is_a_clear_error():
     log = open_log("kafka://127.0.0.1:9/x", timeout=1.5)
     with pytest.raises(EventLogError, match="did not answer"):

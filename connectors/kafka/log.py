@@ -170,6 +170,11 @@ class KafkaLog(Log):
             f"kafka cluster {self.target.bootstrap} did not answer within {self.timeout:g} s ({what})"
             + (f"; last: {last}" if last else "") + " — check the address, or raise eventlog.timeout")
 
+    def topic_listed(self, topic: str) -> bool:
+        """Whether the cluster's metadata lists ``topic`` (with or without an error of its own): False only for a
+        topic that does not exist, or was deleted."""
+        return topic in self._metadata().topics
+
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, None when it does not exist (never auto-creates it)."""
         md = self._metadata()

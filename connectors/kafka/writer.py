@@ -71,6 +71,12 @@ if TYPE_CHECKING:
     from .log import KafkaLog
 
 _rdkafka_log = logging.getLogger("eventlog.kafka.rdkafka")
+# A sync waits in slices of at most this many seconds, and asks the cluster whether the part's topic still
+# exists between them: records for a deleted topic are held by librdkafka for topic.metadata.propagation.max.ms
+# (30 s) from the topic's first use before they fail, which is how long a tap attempt whose staging topics were
+# swept away used to wait.
+_SYNC_SLICE = 1.0
+
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
            KafkaError.TRANSACTION_COORDINATOR_FENCED}
 
@@ -235,11 +241,13 @@ class KafkaPartWriter(PartWriter):
                 pass
         return self._fatal[0] if self._fatal else err
 
-    def _call(self, op: Callable[[Producer], object], what: str) -> None:
+    def _call(self, op: Callable[[Producer], object], what: str, *, deadline: float | None = None) -> None:
         """Run a transaction call, retrying what Kafka calls retriable; a fenced producer raises
-        WriterFencedError, an abortable failure aborts the transaction and raises DeliveryError."""
+        WriterFencedError, an abortable failure aborts the transaction and raises DeliveryError. With a
+        ``deadline`` (``time.monotonic()``), ``op`` waits a slice at a time: each time it times out, the part's
+        topic is checked (LostDataError when deleted) and it runs again until the deadline."""
         assert self._producer is not None
-        for _ in range(100):
+        for _ in range(100 if deadline is None else 100 + int(self._log.timeout / _SYNC_SLICE)):
             try:
                 op(self._producer)
                 return
@@ -256,8 +264,28 @@ class KafkaPartWriter(PartWriter):
                     self._raise_kafka(err, what)
                 if not err.retriable():
                     self._raise_kafka(err, what)
+                if deadline is not None and err.code() == KafkaError._TIMED_OUT:
+                    self._check_topic()
+                    if time.monotonic() >= deadline:
+                        self._raise_kafka(err, what)
         raise self._fail(DeliveryError(f"kafka failed to {what}: still retriable after 100 attempts",
                                        stream=self.stream, part=self.part))
+
+    def _slice(self, deadline: float) -> float:
+        """How long the next slice of a wait until ``deadline`` lasts."""
+        return max(0.0, min(_SYNC_SLICE, deadline - time.monotonic()))
+
+    def _check_topic(self) -> None:
+        """Raise LostDataError, the writer unusable, when the part's topic no longer exists (deleted while this
+        writer wrote to it); a cluster that does not answer is left to the wait's own timeout."""
+        try:
+            listed = self._log.topic_listed(self._topic)
+        except EventLogError:
+            return
+        if not listed:
+            raise self._fail(LostDataError(
+                f"topic {self._topic!r} was deleted while this writer wrote to it: its events from seq "
+                f"{self._synced} on are not in the log", stream=self.stream, part=self.part, seq=self._synced))
 
     def _raise_errors(self) -> None:
         self._errors.extend(e for e in self._log.fatal_errors() if e not in self._errors)
@@ -311,13 +339,19 @@ class KafkaPartWriter(PartWriter):
             return
         if self.transactional:
             if self._in_txn:
-                self._call(lambda p: p.commit_transaction(self._log.timeout), "commit the transaction")
+                deadline = time.monotonic() + self._log.timeout
+                self._call(lambda p: p.commit_transaction(self._slice(deadline)), "commit the transaction",
+                           deadline=deadline)
                 self._in_txn = False
             if self._errors:  # a commit that succeeded delivered everything; this is a safety net
                 raise self._fail(DeliveryError(f"kafka did not acknowledge a record: {self._errors[0]}",
                                                stream=self.stream, part=self.part, seq=self._synced))
         else:
-            remaining = self._producer.flush(self._log.timeout)  # type: ignore[union-attr]
+            deadline = time.monotonic() + self._log.timeout
+            remaining = self._producer.flush(self._slice(deadline))  # type: ignore[union-attr]
+            while remaining and time.monotonic() < deadline:
+                self._check_topic()
+                remaining = self._producer.flush(self._slice(deadline))  # type: ignore[union-attr]
             self._raise_errors()
             if remaining:
                 raise DeliveryError(f"{remaining} record(s) not acknowledged within {self._log.timeout} s",

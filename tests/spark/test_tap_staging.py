@@ -2,9 +2,8 @@
 last partition removes the job's staging folder, the staging of attempts that died (their process killed before
 they discarded it) included; an attempt whose staging was removed under it (its partition published by another
 attempt) passes its rows on and keeps nothing; an attempt's own failure is never swallowed. On a local folder,
-on S3 (moto's server) and on Kafka (staging logs are topics below the log's prefix). On Kafka an attempt whose
-staging topics were swept passes its rows on only once its writer gives up on the deleted topic (the log's
-timeout, 30 s by default): that case runs on the file logs only."""
+on S3 (moto's server) and on Kafka (staging logs are topics below the log's prefix; an attempt whose staging
+topics were swept learns it from its writer's next sync, LostDataError, within about a second)."""
 
 from __future__ import annotations
 
@@ -127,7 +126,7 @@ def test_the_last_publish_removes_the_staging_of_dead_attempts(log_uri, task):
 
 
 @pytest.mark.parametrize("sizes", [[3, 4], [9000, 9000, 2]], ids=["buffered", "written"])
-@pytest.mark.parametrize("log_uri", ["local", "s3"], indirect=True)  # Kafka: waits out the timeout (module doc)
+@pytest.mark.parametrize("log_uri", ["local", "s3", pytest.param("kafka", marks=pytest.mark.kafka)], indirect=True)
 def test_an_attempt_whose_staging_is_swept_passes_its_rows_and_keeps_nothing(log_uri, task, sizes):
     """Attempt 0 stages part of its partition; attempt 1 (speculative, or a second action) publishes the whole
     partition and, being the last, sweeps the job's staging, attempt 0's included; attempt 0 goes on: every
