@@ -158,6 +158,7 @@ def test_micro_batches_on_s3_are_appended_as_the_python_writer_appends_them(spar
 class _Recorder(http.server.BaseHTTPRequestHandler):
     requests: list = []
     status = 200
+    statuses: list = []  # the statuses of the next answers, before ``status`` again
     answer = b""
     headers: dict = {}
 
@@ -165,7 +166,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         type(self).requests.append((self.command, self.path, dict(self.headers), body))
-        self.send_response(type(self).status)
+        self.send_response(type(self).statuses.pop(0) if type(self).statuses else type(self).status)
         self.send_header("Content-Length", str(len(type(self).answer)))
         for name, value in type(self).headers.items():
             self.send_header(name, value)
@@ -186,6 +187,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 def recorder():
     _Recorder.requests = []
     _Recorder.status = 200
+    _Recorder.statuses = []
     _Recorder.answer = b""
     _Recorder.headers = {}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
@@ -452,3 +454,21 @@ def test_answers_are_read_within_bounds(spark, jvm, recorder, tmp_path):
     _Recorder.status = 404
     _Recorder.answer = b""
     assert j.get(store, "k/none", 10) is None
+
+
+def test_gets_are_retried_after_a_busy_store_and_refused_naming_the_object_after_the_last_try(spark, jvm, recorder):
+    """A GET answered 503 or 500 is sent again (with back-off) and the object of the answer that follows is
+    returned; five refusals in a row are an error naming the object and the status."""
+    from py4j.protocol import Py4JJavaError
+
+    j = spark.sparkContext._jvm.eventlog.spark.JvmTap
+    store = j.objectStore(f"http://127.0.0.1:{recorder.server_address[1]}", "", "b", "", "", "")
+    _Recorder.answer = b"segment bytes"
+    _Recorder.statuses = [503, 500]
+    assert bytes(j.get(store, "k/seg", 100)) == b"segment bytes"
+    assert [r[0] for r in _Recorder.requests] == ["GET"] * 3
+    _Recorder.requests = []
+    _Recorder.status = 503
+    with pytest.raises(Py4JJavaError, match=r"GetObject of s3://b/k/seg refused: HTTP 503"):
+        j.get(store, "k/seg", 100)
+    assert len(_Recorder.requests) == 5

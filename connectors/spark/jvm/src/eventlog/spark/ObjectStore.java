@@ -157,43 +157,33 @@ final class ObjectStore implements Serializable {
     }
 
     private boolean fetch(String key, long limit, java.io.OutputStream sink) throws IOException {
-        for (int attempt = 0; ; attempt++) {
-            HttpResponse<InputStream> r = exchange(request("GET", key, null, EMPTY_SHA256, false).GET(), key, attempt);
-            if (r == null) {
-                continue;
+        HttpResponse<InputStream> r = respond(() -> request("GET", key, null, EMPTY_SHA256, false).GET(), key);
+        try (InputStream in = r.body()) {
+            int status = r.statusCode();
+            if (status == 404) {
+                return false;
             }
-            try (InputStream in = r.body()) {
-                int status = r.statusCode();
-                if (status == 404) {
-                    return false;
-                }
-                if (status / 100 != 2) {
-                    byte[] body = in.readNBytes(1 << 16);
-                    if (attempt + 1 < RETRIES && retryable(status)) {
-                        backOff(attempt);
-                        continue;
-                    }
-                    throw refused("GetObject", key, new Answer(status, body, bucketRegion(r)));
-                }
-                long length = r.headers().firstValueAsLong("Content-Length").orElse(-1);
-                if (length > limit) {
-                    throw new IOException(display(key) + " is " + length + " bytes, over the " + limit
-                        + " bytes it may have");
-                }
-                byte[] buf = new byte[1 << 16];
-                long got = 0;
-                for (int n; (n = in.read(buf)) > 0; ) {
-                    got += n;
-                    if (got > limit) {
-                        throw new IOException(display(key) + " is over the " + limit + " bytes it may have");
-                    }
-                    sink.write(buf, 0, n);
-                }
-                if (length >= 0 && got != length) {
-                    throw new Truncated(display(key) + ": the store sent " + got + " of " + length + " bytes");
-                }
-                return true;
+            if (status / 100 != 2) {
+                throw refused("GetObject", key, new Answer(status, in.readNBytes(ANSWER_BYTES), bucketRegion(r)));
             }
+            long length = r.headers().firstValueAsLong("Content-Length").orElse(-1);
+            if (length > limit) {
+                throw new IOException(display(key) + " is " + length + " bytes, over the " + limit
+                    + " bytes it may have");
+            }
+            byte[] buf = new byte[1 << 16];
+            long got = 0;
+            for (int n; (n = in.read(buf)) > 0; ) {
+                got += n;
+                if (got > limit) {
+                    throw new IOException(display(key) + " is over the " + limit + " bytes it may have");
+                }
+                sink.write(buf, 0, n);
+            }
+            if (length >= 0 && got != length) {
+                throw new Truncated(display(key) + ": the store sent " + got + " of " + length + " bytes");
+            }
+            return true;
         }
     }
 
@@ -256,24 +246,37 @@ final class ObjectStore implements Serializable {
      * held). The caller judges the last answer's status.
      */
     private Answer call(Request make, String key, int cap) throws IOException {
+        HttpResponse<InputStream> r = respond(make, key);
+        byte[] body;
+        try (InputStream in = r.body()) {
+            body = in.readNBytes(cap + 1);
+        }
+        if (body.length > cap) {
+            throw new IOException("the S3 store's answer for " + display(key) + " (HTTP " + r.statusCode()
+                + ") is over " + cap + " bytes");
+        }
+        return new Answer(r.statusCode(), body, bucketRegion(r));
+    }
+
+    /**
+     * The store's response to the request (its body unread), tried again after a transport failure or a
+     * retryable status while tries remain: the first other answer, or the last. A retried answer's body is read
+     * (at most {@link #ANSWER_BYTES}) and dropped, which keeps its connection usable.
+     */
+    private HttpResponse<InputStream> respond(Request make, String key) throws IOException {
         for (int attempt = 0; ; attempt++) {
             HttpResponse<InputStream> r = exchange(make.build(), key, attempt);
             if (r == null) {
                 continue;
             }
-            byte[] body;
-            try (InputStream in = r.body()) {
-                body = in.readNBytes(cap + 1);
-            }
-            if (body.length > cap) {
-                throw new IOException("the S3 store's answer for " + display(key) + " (HTTP " + r.statusCode()
-                    + ") is over " + cap + " bytes");
-            }
             if (attempt + 1 < RETRIES && retryable(r.statusCode())) {
+                try (InputStream in = r.body()) {
+                    in.readNBytes(ANSWER_BYTES);
+                }
                 backOff(attempt);
                 continue;
             }
-            return new Answer(r.statusCode(), body, bucketRegion(r));
+            return r;
         }
     }
 
