@@ -42,8 +42,10 @@ _AHEAD = 6
 two, the caller waited for the pool after every few batches and the pool for the caller in between (2M rows in
 10k-row batches: 118 ms; with six, 96 ms, a plain pyarrow writer 95 ms)."""
 _AHEAD_BYTES = 32 << 20
-"""...and at most this many bytes of their records (the copies being encoded), unless only two are: large
-events are encoded two at a time, as before."""
+"""...and at most this many bytes of their records (the copies being encoded), unless only ``_AHEAD_ANY`` are:
+large events are encoded two at a time, as before."""
+_AHEAD_ANY = 2
+"""Events encoded ahead at once whatever their size."""
 
 _QUEUEABLE_UPDATES = 1024
 """A Progress event with at most this many updates is far inside every limit: it may wait in the queue behind
@@ -531,13 +533,13 @@ class FilePartWriter(PartWriter):
 
     def _write_ready(self) -> None:
         """Write the queued events whose encoding has finished, in order; wait for the oldest while more than
-        ``_AHEAD`` events, or more than two holding over ``_AHEAD_BYTES``, are being encoded (so that memory
-        stays bounded)."""
+        ``_AHEAD`` events, or more than ``_AHEAD_ANY`` holding over ``_AHEAD_BYTES``, are being encoded (so that
+        memory stays bounded)."""
         while self._pending:
             seq, event, started = self._pending[0]
             if started is not None and not started.done():  # type: ignore[attr-defined]
                 flight = [s for _, _, s in self._pending if s is not None]
-                if len(flight) <= 2 or (len(flight) <= _AHEAD
+                if len(flight) <= _AHEAD_ANY or (len(flight) <= _AHEAD
                                         and sum(s.nbytes for s in flight) <= _AHEAD_BYTES):  # type: ignore[attr-defined]
                     return
             self._write_head()
