@@ -91,10 +91,13 @@ def main() -> None:
     def joined():
         return rows().join(users, "user")
 
-    def join_job(df) -> list:  # noqa: ANN001
-        return df.groupBy("region", "word").agg(
+    def aggregated(df, key: str) -> list:  # noqa: ANN001 - the joins' keyed aggregation, collected
+        return df.groupBy(key, "word").agg(
             F.count("*").alias("n"), F.sum("bytes").alias("bytes"),
             F.approx_count_distinct("user").alias("users")).collect()
+
+    def join_job(df) -> list:  # noqa: ANN001
+        return aggregated(df, "region")
 
     sessions = spark.range(0, args.rows, 1, args.partitions).select(
         "id", (F.col("id") % 13).alias("channel"), ((F.col("id") * 7) % 1000).alias("score"))
@@ -103,9 +106,7 @@ def main() -> None:
         return rows().join(sessions, "id")
 
     def smj_job(df) -> list:  # noqa: ANN001
-        return df.groupBy("channel", "word").agg(
-            F.count("*").alias("n"), F.sum("bytes").alias("bytes"),
-            F.approx_count_distinct("user").alias("users")).collect()
+        return aggregated(df, "channel")
 
     expected = sorted(job(rows()))
     expected_join = sorted(join_job(joined()))
