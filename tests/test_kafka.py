@@ -14,6 +14,7 @@ from capture import Capture
 from connectors.kafka import parse_kafka_uri
 from connectors.kafka.records import event_headers, part_key
 from eventlog import (
+    ClusterUnavailableError,
     CorruptLogError,
     DeliveryError,
     EventLogError,
@@ -379,6 +380,31 @@ def test_a_writer_whose_topic_was_deleted_raises_lost_data_at_its_next_sync(kafk
     assert (ei.value.stream, ei.value.part, ei.value.seq) == ("s", 0, 3)  # 1, 2: the first send and advance
     with pytest.raises(LostDataError, match="was deleted"):
         cap.send(2, [{"n": 3, "s": "c"}])
+    cap.abort()
+
+
+def test_a_topic_missing_from_one_metadata_answer_is_not_taken_for_deleted(kafka_uri, monkeypatch):
+    """A broker that restarted may answer metadata before it caught up: the writer takes its topic for deleted
+    only when two answers in a row lack it (a call the cluster did not answer is no answer)."""
+    log = open_log(kafka_uri)
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    cap.send(0, [{"n": 1, "s": "a"}])
+    cap.advance_to(1)
+    writer = cap._writer
+    answers = iter([False, True, False, ClusterUnavailableError("no answer"), True, False, True, False, False])
+
+    def listed(topic, timeout=None):  # noqa: ANN001, ANN202
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    monkeypatch.setattr(log, "topic_listed", listed)
+    for _ in range(7):
+        writer._check_topic(time.monotonic() + 5)
+    writer._check_topic(time.monotonic() + 5)  # the first of two
+    with pytest.raises(LostDataError, match="was deleted"):
+        writer._check_topic(time.monotonic() + 5)
     cap.abort()
 
 

@@ -170,10 +170,13 @@ class KafkaLog(Log):
             f"kafka cluster {self.target.bootstrap} did not answer within {self.timeout:g} s ({what})"
             + (f"; last: {last}" if last else "") + " — check the address, or raise eventlog.timeout")
 
-    def topic_listed(self, topic: str) -> bool:
+    def topic_listed(self, topic: str, timeout: float | None = None) -> bool:
         """Whether the cluster's metadata lists ``topic`` (with or without an error of its own): False only for a
-        topic that does not exist, or was deleted."""
-        return topic in self._metadata().topics
+        topic that does not exist, or was deleted. Waits at most ``timeout`` s (the log's timeout by default)."""
+        try:
+            return topic in self._admin.list_topics(timeout=self.timeout if timeout is None else timeout).topics
+        except KafkaException as e:
+            raise self.unavailable(e.args[0].str()) from None
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, None when it does not exist (never auto-creates it)."""

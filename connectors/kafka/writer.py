@@ -95,6 +95,7 @@ class KafkaPartWriter(PartWriter):
         self._errors: list[str] = []
         self._fatal: list[KafkaError] = []
         self._failed: EventLogError | None = None
+        self._unlisted = 0  # metadata answers in a row without the part's topic (_check_topic)
         self._in_txn = False
         self._synced: int | None = None  # the first seq not yet committed (known once the tail was read)
         self._lazy = lazy  # sync="none": sync() commits only once the log's commit interval has passed
@@ -265,7 +266,7 @@ class KafkaPartWriter(PartWriter):
                 if not err.retriable():
                     self._raise_kafka(err, what)
                 if deadline is not None and err.code() == KafkaError._TIMED_OUT:
-                    self._check_topic()
+                    self._check_topic(deadline)
                     if time.monotonic() >= deadline:
                         self._raise_kafka(err, what)
         raise self._fail(DeliveryError(f"kafka failed to {what}: still retriable after 100 attempts",
@@ -275,14 +276,19 @@ class KafkaPartWriter(PartWriter):
         """How long the next slice of a wait until ``deadline`` lasts."""
         return max(0.0, min(_SYNC_SLICE, deadline - time.monotonic()))
 
-    def _check_topic(self) -> None:
+    def _check_topic(self, deadline: float) -> None:
         """Raise LostDataError, the writer unusable, when the part's topic no longer exists (deleted while this
-        writer wrote to it); a cluster that does not answer is left to the wait's own timeout."""
+        writer wrote to it): missing from two metadata answers in a row (one could come from a broker that is
+        catching up after a restart). A cluster that does not answer is left to the wait's own ``deadline``."""
         try:
-            listed = self._log.topic_listed(self._topic)
+            listed = self._log.topic_listed(self._topic, max(0.1, min(5.0, deadline - time.monotonic())))
         except EventLogError:
             return
-        if not listed:
+        if listed:
+            self._unlisted = 0
+            return
+        self._unlisted += 1
+        if self._unlisted >= 2:
             raise self._fail(LostDataError(
                 f"topic {self._topic!r} was deleted while this writer wrote to it: its events from seq "
                 f"{self._synced} on are not in the log", stream=self.stream, part=self.part, seq=self._synced))
@@ -350,7 +356,7 @@ class KafkaPartWriter(PartWriter):
             deadline = time.monotonic() + self._log.timeout
             remaining = self._producer.flush(self._slice(deadline))  # type: ignore[union-attr]
             while remaining and time.monotonic() < deadline:
-                self._check_topic()
+                self._check_topic(deadline)
                 remaining = self._producer.flush(self._slice(deadline))  # type: ignore[union-attr]
             self._raise_errors()
             if remaining:
