@@ -156,9 +156,10 @@ class KafkaLog(Log):
             self._consumer = new_consumer(self, fetch_wait_ms=1)
         return self._consumer
 
-    def _metadata(self):  # noqa: ANN202
+    def _metadata(self, timeout: float | None = None):  # noqa: ANN202
+        """The cluster's metadata of every topic, waiting at most ``timeout`` s (the log's timeout by default)."""
         try:
-            return self._admin.list_topics(timeout=self.timeout)
+            return self._admin.list_topics(timeout=self.timeout if timeout is None else timeout)
         except KafkaException as e:
             raise self.unavailable(e.args[0].str()) from None
 
@@ -173,10 +174,7 @@ class KafkaLog(Log):
     def topic_listed(self, topic: str, timeout: float | None = None) -> bool:
         """Whether the cluster's metadata lists ``topic`` (with or without an error of its own): False only for a
         topic that does not exist, or was deleted. Waits at most ``timeout`` s (the log's timeout by default)."""
-        try:
-            return topic in self._admin.list_topics(timeout=self.timeout if timeout is None else timeout).topics
-        except KafkaException as e:
-            raise self.unavailable(e.args[0].str()) from None
+        return topic in self._metadata(timeout).topics
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, None when it does not exist (never auto-creates it)."""
