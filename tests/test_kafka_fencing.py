@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from capture import Capture
@@ -389,6 +389,10 @@ def test_any_schedule_of_writers_keeps_every_acknowledged_event(kafka_uri):
 
     @settings(HYPOTHESIS, max_examples=12)
     @given(ops=writer_schedules())
+    # writer 0, fenced by 1's open, learns it at its second append: the producer's poll raised the fencing
+    # itself (not through the error callback) and it became a DeliveryError, not WriterFencedError
+    @example(ops=[("open", 0), ("open", 1), ("append", 1), ("open", 2), ("sync", 0), ("append", 0), ("append", 1),
+                  ("sync", 1), ("sync", 2), ("append", 0), ("append", 0), ("sync", 1)])
     def run(ops):
         stream = new_stream(log)
         writers: dict[int, object] = {}
@@ -432,6 +436,27 @@ def test_any_schedule_of_writers_keeps_every_acknowledged_event(kafka_uri):
                 writer.close()                    # and is released, silently
 
     run()
+
+
+def test_a_refusal_whose_fencing_the_poll_raises_is_writer_fenced(kafka_uri):
+    """librdkafka refuses a fenced producer's produce with ``_FATAL``; the reason comes from the next poll, which
+    either hands it to the error callback or raises it itself. Either way the writer raises WriterFencedError
+    (the raised one used to be dropped, and the refusal became a DeliveryError)."""
+    log = open_log(kafka_uri)
+    writer = log.writer(new_stream(log), 0)
+    real = writer._producer
+
+    class Raising:  # a producer whose poll raises the fatal fencing error, as a fenced transactional one may
+        def poll(self, timeout):  # noqa: ANN001, ANN202
+            raise KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+
+    writer._producer = Raising()
+    try:
+        with pytest.raises(WriterFencedError):
+            writer._raise_kafka(KafkaError(KafkaError._FATAL), "produce")
+    finally:
+        writer._producer = real
+    writer.close()
 
 
 def test_unfenced_writers_are_caught_by_readers_and_verify(kafka_uri):

@@ -234,12 +234,13 @@ class KafkaPartWriter(PartWriter):
     def _fatal_reason(self, err: KafkaError) -> KafkaError:
         """The fatal error behind a call refused with ``_FATAL``: librdkafka raises it before the producer's
         error callback has reported it (a producer fenced between ``_check_usable`` and ``produce``), so serve
-        the callbacks once; ``err`` itself if none reported one."""
+        the callbacks once: the poll reports it to the callback or raises it itself (a fenced transactional
+        producer's ``_FENCED``); ``err`` itself if neither did."""
         if not self._fatal and self._producer is not None:
             try:
                 self._producer.poll(0)
-            except KafkaException:
-                pass
+            except KafkaException as e:
+                return e.args[0]
         return self._fatal[0] if self._fatal else err
 
     def _call(self, op: Callable[[Producer], object], what: str, *, deadline: float | None = None) -> None:
