@@ -24,7 +24,7 @@ from connectors.spark.jvm import jvm_tap
 from connectors.spark.jvm import read as read_mod
 from connectors.spark.jvm.read import JvmReadUnavailable, read_log
 from eventlog import open_log
-from eventlog.errors import CorruptLogError, EventLogError
+from eventlog.errors import EventLogError
 
 pytestmark = pytest.mark.spark
 
@@ -219,14 +219,18 @@ def _segments(log_dir: str, stream: str, part: int = 0) -> list[str]:
     return sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".arrow"))
 
 
+def _error_text(e: BaseException) -> str:
+    """An error of a JVM read as text: the planner's (which reads the Progress events on the driver) are
+    eventlog's own, named here; the tasks' CorruptLogException/LogLimitError messages start with the Python
+    error's name (``CorruptLogError:``)."""
+    return (type(e).__name__ + ": " if isinstance(e, EventLogError) else "") + str(e)
+
+
 def _jvm_error(spark, uri: str) -> str:
-    """The error of a JVM read: a CorruptLogError of the planner (which reads the Progress events on the
-    driver) or the tasks' CorruptLogException (its message starts with ``CorruptLogError:``)."""
+    """The error of a JVM read, as ``_error_text``."""
     with pytest.raises(Exception) as e:
         read_log(spark, uri, engine="jvm").collect()
-    if isinstance(e.value, CorruptLogError):
-        return "CorruptLogError: " + str(e.value)
-    return str(e.value)
+    return _error_text(e.value)
 
 
 def test_damaged_body_fails_naming_the_file(spark, jvm, log_dir):
@@ -313,9 +317,7 @@ def test_any_single_damage_gives_the_same_rows_or_an_error_naming_the_file(spark
                     f.write(bytes([b[0] ^ (1 << (i % 8))]))
             got = rows_of(df if df is not None else read_log(spark, f"{work}/typed", engine="jvm"))
         except Exception as e:  # noqa: BLE001 - which error it is, is what is checked
-            # the planner's errors are eventlog's own (typed); the tasks' are CorruptLogException or
-            # LogLimitError, whose messages start with the Python error's name
-            msg = (type(e).__name__ + ": " if isinstance(e, EventLogError) else "") + str(e)
+            msg = _error_text(e)
             assert re.search(r"(CorruptLogError|LogLimitError|UnsupportedVersionError): ", msg) and damaged in msg, (
                 rel, how, pos, msg[:2000])
             outcomes["driver" if isinstance(e, EventLogError) else "tasks"] += 1
