@@ -95,7 +95,7 @@ class PartReader(abc.ABC):
     """The writer epoch of the last event yielded: each incarnation of a part's writer (each open) writes
     with an epoch higher than every earlier one (FORMAT.md §1.1). 0 where the log records no epochs (format
     file logs before format 1.2). Readers use a change of epoch to void the messages a crashed writer left at times its part
-    had not completed (``replay.committed``)."""
+    had not completed (``eventlog.parts.committed``)."""
 
     @property
     @abc.abstractmethod

@@ -23,14 +23,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from eventlog.errors import SchemaMismatchError, SequenceError
+from eventlog.errors import SchemaMismatchError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
 from eventlog.time import Time, less_equal
 
-from .committed import CommittedPart, check_isolation
-from .rules import PartProgress
+from eventlog.parts import CheckedPart, check_isolation
 
 LOG_COLUMNS = ("_time", "_part", "_seq")
 """The columns ``dataset`` appends to the stream's own."""
@@ -115,29 +114,9 @@ def _read_dataset(log: Log, header: StreamHeader, parts: list[int], keep: Callab
 
 
 def _part_view(log: Log, header: StreamHeader, part: int, isolation: str) -> Iterator[Entry]:
-    """One part's events to its current end, as a replayer takes them: sequence ids checked (a duplicate
-    is dropped, a gap raises ``SequenceError``), progress rules checked, and with ``committed`` isolation
-    only the committed view (``replay.committed``)."""
-    minimum = header.time_type.minimum
-    committed = CommittedPart(minimum, stream=header.stream, part=part) if isolation == "committed" else None
-    rules = PartProgress(minimum, stream=header.stream, part=part) if committed is None else None
-    with log.reader(header.stream, part) as reader:
-        last = reader.next_seq - 1
-        for entry in reader:
-            if entry.seq <= last:
-                continue
-            if entry.seq != last + 1:
-                raise SequenceError(f"gap in sequence ids: expected {last + 1}, got {entry.seq}",
-                                    stream=header.stream, part=part, seq=entry.seq)
-            last = entry.seq
-            if committed is not None:
-                yield from committed.push(entry, reader.epoch)  # checks the rules on every raw event
-                continue
-            if isinstance(entry.event, Messages):
-                rules.messages(entry.seq, entry.event.time)  # type: ignore[union-attr]
-            else:
-                rules.progress(entry.seq, entry.event.updates)  # type: ignore[union-attr]
-            yield entry
+    """One part's events to its current end, read by every rule (``eventlog.parts.CheckedPart``)."""
+    with CheckedPart(log, header, part, isolation=isolation) as reader:
+        yield from reader.read()
 
 
 class _PartBatches:

@@ -12,7 +12,7 @@ Iterating yields ``Messages`` (this worker's records) and ``Progress`` events; t
 changes of the merged frontier, so the events a worker yields form a valid part of a stream (``copy``
 writes them as one). ``completed()`` yields each time once, with all its records, when it is complete.
 
-Every part's events are checked against timely's progress rules (``replay.rules``) as they are read: a
+Every part's events are checked against timely's progress rules (``eventlog.parts.rules``) as they are read: a
 capability added behind the part's frontier, a negative count, a Messages event behind the frontier, or
 anything after the part finished raises ``ProgressError`` naming the stream, part and sequence id. So a
 time, once complete, never receives another record, and no record is dropped.
@@ -20,7 +20,6 @@ time, once complete, never receives another record, and no record is dropped.
 
 from __future__ import annotations
 
-import collections
 import heapq
 import time as _time
 from typing import Iterator, Mapping
@@ -29,15 +28,14 @@ import numpy as np
 import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.errors import SequenceError, StreamNotFoundError
+from eventlog.errors import StreamNotFoundError
 from eventlog.header import StreamHeader
 from eventlog.events import Entry, Event, Messages, Progress
-from eventlog.log import Log, PartReader, open_log
+from eventlog.log import Log, open_log
 from eventlog.time import Time, less_equal
 
-from .committed import CommittedPart, check_isolation
+from eventlog.parts import CheckedPart, check_isolation
 from .keyhash import Key, worker_of
-from .rules import PartProgress
 
 MODES = ("assign", "repartition")
 
@@ -47,65 +45,6 @@ def _bool_array(mask: np.ndarray) -> pa.BooleanArray:
     pandas, ~0.4 s, on the first call in a process)."""
     return pa.BooleanArray.from_buffers(pa.bool_(), len(mask),
                                         [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
-
-
-class _Part:
-    """Reading state of one source part: its reader, the committed-read filter, and the entries released
-    and not yet taken."""
-
-    __slots__ = ("index", "reader", "it", "buffer", "rules", "committed", "raw_last", "taken", "duplicates",
-                 "stream")
-
-    def __init__(self, index: int, reader: PartReader, minimum: Time, stream: str, committed: bool) -> None:
-        self.index = index
-        self.stream = stream
-        self.reader = reader
-        self.it: Iterator[Entry] | None = None
-        self.buffer: collections.deque[Entry] = collections.deque()
-        self.rules = PartProgress(minimum, stream=stream, part=index)
-        """The part's progress as released (what the consumer saw)."""
-        self.committed = CommittedPart(minimum, stream=stream, part=index) if committed else None
-        self.raw_last = reader.next_seq - 1
-        self.taken = 0
-        self.duplicates = 0
-
-    def fill(self, limit: int) -> int:
-        """Read until ``limit`` entries are released (or the part has nothing more now); returns the raw
-        entries read. Duplicates (a sequence id already read) are dropped; a gap raises SequenceError."""
-        got = 0
-        while len(self.buffer) < limit:
-            if self.it is None:
-                self.it = iter(self.reader)
-            try:
-                entry = next(self.it)
-            except StopIteration:
-                self.it = None  # the next fill polls the part again
-                break
-            got += 1
-            if entry.seq <= self.raw_last:
-                self.duplicates += 1
-                continue
-            if entry.seq != self.raw_last + 1:
-                raise SequenceError(
-                    f"gap in sequence ids: expected {self.raw_last + 1}, got {entry.seq}",
-                    stream=self.stream, part=self.index, seq=entry.seq,
-                )
-            self.raw_last = entry.seq
-            if self.committed is None:
-                self.buffer.append(entry)
-            else:
-                self.buffer.extend(self.committed.push(entry, self.reader.epoch))
-        return got
-
-    @property
-    def position(self) -> int:
-        """The sequence id of the first entry not yet taken (released or held), or after the last read."""
-        candidates = [self.raw_last + 1]
-        if self.buffer:
-            candidates.append(self.buffer[0].seq)
-        if self.committed is not None and self.committed.first_held is not None:
-            candidates.append(self.committed.first_held)  # a Progress event released ahead of it may come first
-        return min(candidates)
 
 
 def order_key(event: Event, minimum: Time) -> Time:
@@ -126,7 +65,7 @@ class Replayer:
     seconds without a new event. ``isolation="committed"`` (the default) delivers, for every time of a part,
     the records of one writer incarnation: messages a crashed writer left at times its part had not completed
     are void, and a part's messages wait until a later Progress event of the part passes their time
-    (``replay.committed``, FORMAT.md §1.1); ``"uncommitted"`` delivers every event as it is read.
+    (``eventlog.parts.committed``, FORMAT.md §1.1); ``"uncommitted"`` delivers every event as it is read.
     """
 
     def __init__(
@@ -171,13 +110,13 @@ class Replayer:
             if p not in owned:
                 raise ValueError(f"start names part {p}, which worker {worker} does not read")
         self._frontier = MutableAntichain([(tt.minimum, len(owned))])
-        self._parts: dict[int, _Part] = {}
+        self._parts: dict[int, CheckedPart] = {}
         for i in owned:
-            s = start.get(i, 1)
-            part = _Part(i, self.log.reader(stream, i, start=s), tt.minimum, stream, isolation == "committed")
-            if s > 1:
-                self._restore(part, s)
+            part = CheckedPart(self.log, self.header, i, start=start.get(i, 1), isolation=isolation)
+            if part.start > 1:  # resumed: its frontier was rebuilt from the Progress events before start
+                self._frontier.update_iter([(tt.minimum, -1), *part.counts()])
             self._parts[i] = part
+        self._taken: dict[int, int] = dict.fromkeys(self._parts, 0)
         self._heap: list[tuple[Time, int, int]] = []
         self._in_heap: set[int] = set()
         self.events_read = 0
@@ -197,18 +136,6 @@ class Replayer:
                     raise
                 _time.sleep(max(poll_interval, 0.05))
 
-    def _restore(self, part: _Part, start: int) -> None:
-        """Rebuild a part's frontier from its Progress events before ``start`` (checking the progress rules
-        the Progress events alone show)."""
-        with self.log.reader(self.stream, part.index, progress_only=True) as r:
-            for entry in r:
-                if entry.seq >= start:
-                    break
-                part.rules.progress(entry.seq, entry.event.updates)  # type: ignore[union-attr]
-                if part.committed is not None:
-                    part.committed.restore(entry.event.updates, entry.seq)  # type: ignore[union-attr]
-                self._frontier.update_iter(entry.event.updates)  # type: ignore[union-attr]
-
     # -- state -----------------------------------------------------------------------------------------
 
     @property
@@ -224,7 +151,7 @@ class Replayer:
 
     def part_frontiers(self) -> dict[int, Antichain]:
         """Each source part's own frontier."""
-        return {i: p.rules.frontier for i, p in self._parts.items()}
+        return {i: p.frontier for i, p in self._parts.items()}
 
     @property
     def position(self) -> dict[int, int]:
@@ -242,13 +169,12 @@ class Replayer:
     def voided(self) -> int:
         """Messages events dropped as void (reading committed): a writer incarnation left them at times its
         part had not completed, and the next incarnation re-sent those times (FORMAT.md §1.1)."""
-        return sum(p.committed.voided for p in self._parts.values() if p.committed is not None)
+        return sum(p.voided for p in self._parts.values())
 
     def held(self) -> dict[int, str]:
         """Per part that holds events back (reading committed: uncommitted messages of a live part or of a
         writer that stopped mid-time), one line saying how many and at which times."""
-        return {i: p.committed.describe_held() for i, p in self._parts.items()
-                if p.committed is not None and p.committed.held}
+        return {i: d for i, p in self._parts.items() if (d := p.describe_held()) is not None}
 
     def is_done(self) -> bool:
         """True when nothing more can arrive: every part finished, or every time before ``until`` complete."""
@@ -268,22 +194,25 @@ class Replayer:
 
     # -- merging ---------------------------------------------------------------------------------------
 
-    def _push(self, part: _Part) -> None:
-        if part.buffer and part.index not in self._in_heap:
-            heapq.heappush(self._heap, (order_key(part.buffer[0].event, self.header.time_type.minimum), part.taken, part.index))
-            self._in_heap.add(part.index)
+    def _push(self, part: CheckedPart) -> None:
+        head = part.peek() if part.queued else None
+        if head is not None and part.part not in self._in_heap:
+            heapq.heappush(self._heap, (order_key(head.event, self.header.time_type.minimum), self._taken[part.part],
+                                        part.part))
+            self._in_heap.add(part.part)
 
     def _poll(self) -> bool:
         """Read what the parts have now; True if anything arrived."""
         got = False
         for part in self._parts.values():
-            if not part.buffer and part.fill(self._read_ahead):
+            if not part.queued and part.fill(self._read_ahead):
                 got = True
             self._push(part)
         return got
 
-    def _take(self) -> tuple[_Part, Entry] | None:
-        """The next entry, lowest pending time first (ties: the part taken from least)."""
+    def _take(self) -> tuple[CheckedPart, Entry] | None:
+        """The next entry, lowest pending time first (ties: the part taken from least), applied to its part's
+        frontier (timely's rules: never a record behind it)."""
         if not self._heap:
             self._poll()
         if not self._heap:
@@ -291,9 +220,9 @@ class Replayer:
         _, _, index = heapq.heappop(self._heap)
         self._in_heap.discard(index)
         part = self._parts[index]
-        entry = part.buffer.popleft()
-        part.taken += 1
-        if not part.buffer:
+        entry = part.take()
+        self._taken[index] += 1
+        if not part.queued:
             part.fill(self._read_ahead)
         self._push(part)
         return part, entry
@@ -308,8 +237,7 @@ class Replayer:
             if delta:
                 yield Progress(delta), -1
         for part in self._parts.values():
-            if part.it is None and not part.buffer:
-                part.reader.prefetch()  # every part's first events decode side by side, not one part after another
+            part.prefetch()  # every part's first events decode side by side, not one part after another
         idle_since = _time.monotonic()
         while True:
             if self.is_done():
@@ -333,19 +261,17 @@ class Replayer:
             self.last_seq = entry.seq
             ev = entry.event
             if isinstance(ev, Messages):
-                part.rules.messages(entry.seq, ev.time)  # timely's rules: never a record behind the frontier
                 if not self._keep_time(ev.time):
                     continue
                 records = ev.records
                 if self.mode == "repartition" and route:
                     mask = worker_of(records, self.key, self.peers) == self.worker  # type: ignore[arg-type]
                     records = records.filter(_bool_array(mask)) if not mask.all() else records
-                yield Messages(ev.time, records), part.index
+                yield Messages(ev.time, records), part.part
             else:
-                part.rules.progress(entry.seq, ev.updates)  # raises ProgressError on a broken rule
                 changes = self._frontier.update_iter(ev.updates)
                 if changes:
-                    yield Progress(changes), part.index
+                    yield Progress(changes), part.part
 
     def __iter__(self) -> Iterator[Event]:
         """This worker's events: Messages with at least one record, and merged-frontier Progress."""
@@ -406,7 +332,7 @@ class Replayer:
     def close(self) -> None:
         """Release the parts' readers."""
         for p in self._parts.values():
-            p.reader.close()
+            p.close()
 
     def __enter__(self) -> "Replayer":
         return self

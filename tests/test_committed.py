@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eventlog.events import Entry, Messages, Progress
-from replay.committed import CommittedPart
-from replay.rules import PartProgress
+from eventlog.parts.committed import CommittedPart
+from eventlog.parts.rules import PartProgress
 
 
 def _batch(tag: int) -> pa.RecordBatch:

@@ -3,7 +3,7 @@ cursors (``replay cat``) and ``replay verify``. Logs are written directly throug
 (bypassing Capture's checks), in the memory log and the file log.
 
 The rules are checked against a reference written here from FORMAT.md §1, independently of
-``replay.rules``: a positive delta needs a held capability at or below its time, a Messages event needs one
+``eventlog.parts.rules``: a positive delta needs a held capability at or below its time, a Messages event needs one
 at or below its time, counts never go negative, updates are sorted, unique and non-zero, and nothing
 follows the event that left the part holding nothing.
 """

@@ -15,7 +15,7 @@ from eventlog.errors import SequenceError
 from eventlog.events import Entry
 from eventlog.log import Log, PartReader
 from eventlog.time import Time, TimeType
-from replay.rules import PartProgress
+from eventlog.parts.rules import PartProgress
 
 
 def entries(reader: PartReader, end: int | None = None, *, progress_only: bool = False) -> Iterator[Entry]:
@@ -37,7 +37,7 @@ def entries(reader: PartReader, end: int | None = None, *, progress_only: bool =
 def merged_frontier(log: Log, stream: str, ends: Mapping[int, int] | None = None) -> Antichain:
     """The merged frontier of every part of ``stream`` after its events before ``ends[part]`` (default:
     every event there now). Each part's Progress events are checked against timely's rules
-    (``replay.rules``): a broken rule raises ``ProgressError`` naming the stream, part and sequence id."""
+    (``eventlog.parts.rules``): a broken rule raises ``ProgressError`` naming the stream, part and sequence id."""
     header = log.header(stream)
     counts = MutableAntichain([(header.time_type.minimum, header.peers)])
     for part in range(header.peers):

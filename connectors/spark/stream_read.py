@@ -45,7 +45,7 @@ from eventlog.errors import EventLogError, ProgressError
 from eventlog.events import Entry, Messages
 from eventlog.log import Log, PartReader, open_log
 from eventlog.time import Time, less_equal
-from replay.rules import PartProgress, frontier_text, time_text
+from eventlog.parts.rules import PartProgress, frontier_text, time_text
 
 from . import frontier as fr
 from .batch_read import keys_of_worker, slice_parts
@@ -71,7 +71,7 @@ class RangeSlice(InputPartition):
 
 class _Planner:
     """What the planner knows at one offset: merged progress counts, each part's own frontier (checked
-    against timely's rules, ``replay.rules``), open readers at ``next`` and the Messages events not yet
+    against timely's rules, ``eventlog.parts.rules``), open readers at ``next`` and the Messages events not yet
     complete (``pending[p]``: ``(seq, time)``).
 
     Every event the planner reads is checked: a capability added behind its part's frontier, a negative

@@ -29,8 +29,8 @@ from eventlog.errors import CorruptLogError, EventLogError, ProgressError, Seque
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartStats
-from replay.committed import CommittedPart
-from replay.rules import PartProgress
+from eventlog.parts.committed import CommittedPart
+from eventlog.parts.rules import PartProgress
 
 from ._common import (
     EXIT_DIFFERENT,

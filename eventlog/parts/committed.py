@@ -23,8 +23,8 @@ from __future__ import annotations
 import collections
 from typing import Iterable
 
-from eventlog.events import Entry, Messages
-from eventlog.time import Time
+from ..events import Entry, Messages
+from ..time import Time
 
 from .rules import PartProgress, time_text
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.errors import ProgressError
-from eventlog.time import Time
+from ..antichain import Antichain, MutableAntichain
+from ..errors import ProgressError
+from ..time import Time
 
 
 def time_text(t: Time) -> str:
@@ -56,6 +56,10 @@ class PartProgress:
     def frontier(self) -> Antichain:
         """The part's frontier after the events applied so far (empty: the part finished)."""
         return self._counts.frontier
+
+    def counts(self) -> tuple[tuple[Time, int], ...]:
+        """The capability counts the part holds, by time (the minimum's 1 before any event)."""
+        return self._counts.counts()
 
     @property
     def finished(self) -> bool:
