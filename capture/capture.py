@@ -27,6 +27,7 @@ from eventlog.errors import (
 from eventlog.events import Messages, Progress
 from eventlog.header import StreamHeader
 from eventlog.log import Log, PartWriter, open_log
+from eventlog.parts import CheckedPart
 from eventlog.records import Records, to_batch
 from eventlog.time import Time, TimeType
 
@@ -149,18 +150,11 @@ class Capture:
         return stored
 
     def _recover_frontier(self) -> Antichain:
-        counts = MutableAntichain([(self.header.time_type.minimum, 1)])
+        """The part's frontier after its last event, rebuilt by the checked reader from its Progress events."""
         if self._writer.next_seq == 1:
-            return counts.frontier
-        with self.log.reader(self.stream, self.worker, progress_only=True) as reader:
-            for entry in reader:
-                if entry.seq >= self._writer.next_seq:
-                    break
-                try:
-                    counts.update_iter(entry.event.updates)  # type: ignore[union-attr]
-                except ProgressError as e:
-                    raise ProgressError(e.reason, stream=self.stream, part=self.worker, seq=entry.seq) from None
-        return counts.frontier
+            return Antichain([self.header.time_type.minimum])
+        with CheckedPart(self.log, self.header, self.worker, start=self._writer.next_seq, progress_only=True) as part:
+            return part.frontier
 
     # -- the capture API -------------------------------------------------------------------------------
 

@@ -59,6 +59,7 @@ from eventlog.errors import ClusterUnavailableError, EventLogError, PartLockedEr
     WriterFencedError
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
+from eventlog.parts import CheckedPart
 from eventlog.time import Time
 
 from connectors.files.layout import layout_for
@@ -454,8 +455,8 @@ def _publish_by_copy(staged_uri: str, target: StreamURI, part: int) -> bool:
         with writer:
             if writer.next_seq > 1:
                 return False
-            with src.reader(target.stream, 0) as reader:
-                for entry in reader:
+            with CheckedPart(src, src.header(target.stream), 0, isolation="uncommitted") as reader:
+                for entry in reader.read():
                     if writer.append(entry.event) != entry.seq:
                         raise EventLogError("copy of a staged part lost its sequence ids", stream=target.stream,
                                             part=part, seq=entry.seq)

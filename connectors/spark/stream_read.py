@@ -43,9 +43,9 @@ from pyspark.sql.types import StructType
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.errors import EventLogError, ProgressError
 from eventlog.events import Entry, Messages
-from eventlog.log import Log, PartReader, open_log
+from eventlog.log import Log, open_log
+from eventlog.parts import CheckedPart, frontier_text, time_text
 from eventlog.time import Time, less_equal
-from eventlog.parts.rules import PartProgress, frontier_text, time_text
 
 from . import frontier as fr
 from .batch_read import keys_of_worker, slice_parts
@@ -70,71 +70,65 @@ class RangeSlice(InputPartition):
 
 
 class _Planner:
-    """What the planner knows at one offset: merged progress counts, each part's own frontier (checked
-    against timely's rules, ``eventlog.parts.rules``), open readers at ``next`` and the Messages events not yet
-    complete (``pending[p]``: ``(seq, time)``).
+    """What the planner knows at one offset: merged progress counts, each part read by every rule through
+    ``eventlog.parts.CheckedPart`` (sequence ids, timely's rules, committed reads: a Messages event a crashed
+    writer left at a time its part had not completed is void once a newer incarnation writes), and the
+    Messages events not yet complete (``pending[p]``: ``(seq, time)``).
 
-    Every event the planner reads is checked: a capability added behind its part's frontier, a negative
-    count, a Messages event behind its part's frontier or anything after the part finished raises
-    ``ProgressError`` (stream, part, seq). So a Messages event always lies at a time not complete at the
-    merged frontier before it, and no record can fall between two micro-batches unseen."""
+    A broken rule raises ``ProgressError`` (stream, part, seq), so a Messages event always lies at a time not
+    complete at the merged frontier before it, and no record can fall between two micro-batches unseen. The
+    merged frontier follows the Progress events each part's committed view releases: a function of ``next``."""
 
     def __init__(self, log: Log, stream: str, offset: dict[str, Any]) -> None:
         header = log.header(stream)
         self.log, self.stream, self.time_type, self.peers = log, stream, header.time_type, header.peers
+        minimum = header.time_type.minimum
         self.next: list[int] = list(offset["next"])
-        self.counts = MutableAntichain([(header.time_type.minimum, header.peers)])
-        self.rules = [PartProgress(header.time_type.minimum, stream=stream, part=p) for p in range(header.peers)]
+        self.counts = MutableAntichain([(minimum, header.peers)])
         self.pending: list[list[tuple[int, Time]]] = [[] for _ in range(header.peers)]
-        self.epochs: list[int | None] = [None] * header.peers  # the writer epoch of each part's last event
-        self.void: list[set[int]] = [set() for _ in range(header.peers)]
-        """Per part, the sequence ids of void Messages events found (FORMAT.md §1.1) from ``known_from``."""
         self.known_from: list[int] = []
+        self.parts: list[CheckedPart] = []
         for p in range(header.peers):
-            low = min(offset["low"][p], self.next[p])
+            low = min(offset["low"][p], self.next[p])  # before low: every Messages event is complete
             self.known_from.append(low)
-            with log.reader(stream, p, progress_only=True) as r:  # before low: every Messages event is complete
-                for entry in fr.entries(r, low, progress_only=True):
-                    self._apply(p, entry, r.epoch)
-            if low < self.next[p]:
-                with log.reader(stream, p, start=low) as r:
-                    for entry in fr.entries(r, self.next[p]):
-                        self._apply(p, entry, r.epoch)
+            part = CheckedPart(log, header, p, start=low, end=self.next[p])
+            self.counts.update_iter([(minimum, -1), *part.counts()])
+            self.parts.append(part)
+            self._read(p)
+            part.end = None
         frontier = self.counts.frontier
         for p in range(header.peers):
             self.pending[p] = [(s, t) for s, t in self.pending[p] if not fr.is_complete(t, frontier)]
-        self.readers: list[PartReader] = [log.reader(stream, p, start=self.next[p]) for p in range(header.peers)]
-        self._iters: list[Iterator | None] = [None] * header.peers  # kept between calls: resume, never re-read
         self.offset = self._offset()
         if self.offset["frontier"] != offset["frontier"]:
             raise EventLogError(f"offset {offset} does not match the log (frontier {self.offset['frontier']}): "
                                 "was the stream rewritten under the query?", stream=stream)
 
-    def _apply(self, part: int, entry: Entry, epoch: int) -> int:
-        """Account for an event of ``part`` (in sequence order) written by writer ``epoch``: a higher epoch
-        than the part's last makes its pending messages at times the part had not completed void; check it
-        against the part's rules, note a Messages event as pending, apply Progress; returns the records it
-        holds."""
-        last = self.epochs[part]
-        if last is not None and epoch > last:
-            rules = self.rules[part]
-            void = [s for s, t in self.pending[part] if rules.less_equal(t)]
-            if void:
-                self.void[part].update(void)
-                self.pending[part] = [(s, t) for s, t in self.pending[part] if not rules.less_equal(t)]
-        if last is None or epoch > last:
-            self.epochs[part] = epoch
-        ev = entry.event
-        if isinstance(ev, Messages):
-            self.rules[part].messages(entry.seq, ev.time)
-            self.pending[part].append((entry.seq, ev.time))
-            return ev.records.num_rows
-        self.rules[part].progress(entry.seq, ev.updates)
-        self.counts.update_iter(ev.updates)
-        return 0
+    @property
+    def void(self) -> list[list[int]]:
+        """Per part, the sequence ids of void Messages events found from ``known_from`` on."""
+        return [p.committed.voided_seqs if p.committed is not None else [] for p in self.parts]
+
+    def _read(self, part: int, limit: int | None = None) -> int:
+        """Read the part's raw events there now (up to its ``end``; with ``limit``, until one is released);
+        note the released Messages events as pending, apply the released Progress; returns the records released."""
+        p = self.parts[part]
+        p.fill(limit)
+        rows = 0
+        while p.queued:
+            entry = p.take()
+            ev = entry.event
+            if isinstance(ev, Messages):
+                self.pending[part].append((entry.seq, ev.time))
+                rows += ev.records.num_rows
+            else:
+                self.counts.update_iter(ev.updates)
+        self.next[part] = p.raw_last + 1
+        return rows
 
     def _offset(self) -> dict[str, Any]:
-        low = [min([s for s, _ in self.pending[p]], default=self.next[p]) for p in range(self.peers)]
+        low = [min([s for s, _ in self.pending[p]] + [self.parts[p].position], default=self.next[p])
+               for p in range(self.peers)]
         return {"next": list(self.next), "low": low, "frontier": fr.to_json(self.counts.frontier)}
 
     def advance(self, max_records: int | None, until: list[int] | None) -> dict[str, Any]:
@@ -144,19 +138,16 @@ class _Planner:
         live = [p for p in range(self.peers) if until is None or self.next[p] < until[p]]
         while live:
             for p in list(live):
-                if self._iters[p] is None:
-                    self._iters[p] = fr.entries(self.readers[p], None if until is None else until[p])
-                entry = next(self._iters[p], None)  # type: ignore[arg-type]
-                if entry is None:
-                    self._iters[p] = None  # at the end for now: poll again next time
-                    live.remove(p)
-                    continue
-                read_rows += self._apply(p, entry, self.readers[p].epoch)
-                self.next[p] = entry.seq + 1
-                if until is not None and self.next[p] >= until[p]:
-                    live.remove(p)
+                part = self.parts[p]
+                part.end = None if until is None else until[p]
+                before = part.raw_read
+                read_rows += self._read(p, 1)
+                if part.raw_read == before or part.at_end:
+                    live.remove(p)  # at the end for now: poll again next time
             if max_records is not None and read_rows >= max_records:
                 break
+        for part in self.parts:
+            part.end = None
         frontier = self.counts.frontier
         for p in range(self.peers):
             self.pending[p] = [(s, t) for s, t in self.pending[p] if not fr.is_complete(t, frontier)]
@@ -164,8 +155,8 @@ class _Planner:
         return self.offset
 
     def close(self) -> None:
-        for r in self.readers:
-            r.close()
+        for part in self.parts:
+            part.close()
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -239,8 +230,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         after = fr.from_json(partition.end_frontier, header.time_type)
         for part, (low, end) in sorted(partition.ranges.items()):
             void = set(partition.void.get(part, ()))
-            with log.reader(header.stream, part, start=low) as reader:
-                for entry in fr.entries(reader, end):
+            # the planner checked the part's progress: a range read checks sequence ids
+            with CheckedPart(log, header, part, start=low, end=end, isolation="uncommitted",
+                             track_progress=False) as reader:
+                for entry in reader.read():
                     ev = entry.event
                     if not isinstance(ev, Messages) or entry.seq in void:
                         continue

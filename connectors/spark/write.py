@@ -51,6 +51,7 @@ from eventlog.errors import EventLogError, InvalidTimeError
 from eventlog.events import Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
+from eventlog.parts import CheckedPart
 from eventlog.time import Time
 
 from .staging import PartStager, StagedPart, StreamExistsError, publish_job, remove_stream, remove_tree, \
@@ -158,8 +159,9 @@ class MicroBatchWriter(DataSourceArrowWriter, DataSourceStreamArrowWriter):
 def _read_staged(staged: list[StagedPart], stream: str) -> dict[Time, list[pa.RecordBatch]]:
     out: dict[Time, list[pa.RecordBatch]] = defaultdict(list)
     for s in staged:
-        with open_log(s.uri).reader(stream, 0) as reader:
-            for entry in reader:
+        log = open_log(s.uri)
+        with CheckedPart(log, log.header(stream), 0, isolation="uncommitted") as reader:
+            for entry in reader.read():
                 if isinstance(entry.event, Messages):
                     out[entry.event.time].append(entry.event.records)
     return out
@@ -167,13 +169,14 @@ def _read_staged(staged: list[StagedPart], stream: str) -> dict[Time, list[pa.Re
 
 def _tail_times(log: Log, stream: str, part: int) -> set[Time]:
     """Times of the Messages events after the part's last Progress event (a commit that stopped half-way)."""
+    header = log.header(stream)
     last_progress = 0
-    with log.reader(stream, part, progress_only=True) as r:
-        for entry in r:
+    with CheckedPart(log, header, part, progress_only=True) as r:
+        for entry in r.read():
             last_progress = entry.seq
     times: set[Time] = set()
-    with log.reader(stream, part, start=last_progress + 1) as r:
-        for entry in r:
+    with CheckedPart(log, header, part, start=last_progress + 1, isolation="uncommitted") as r:
+        for entry in r.read():
             if isinstance(entry.event, Messages):
                 times.add(entry.event.time)
     return times

@@ -44,7 +44,8 @@ class CommittedPart:
     """The committed view of one part (module doc). ``push`` one entry at a time; it returns the entries
     released by it, in sequence order."""
 
-    __slots__ = ("stream", "part", "_raw", "_held", "_times", "_queued_progress", "_epoch", "voided", "voided_times")
+    __slots__ = ("stream", "part", "_raw", "_held", "_times", "_queued_progress", "_epoch", "voided", "voided_times",
+                 "voided_seqs")
 
     def __init__(self, minimum: Time, *, stream: str | None = None, part: int | None = None) -> None:
         self.stream, self.part = stream, part
@@ -57,6 +58,8 @@ class CommittedPart:
         """Messages events dropped as void (their incarnation ended before their time was complete)."""
         self.voided_times: set[Time] = set()
         """The times of the void Messages events."""
+        self.voided_seqs: list[int] = []
+        """The sequence ids of the void Messages events, in order (a planner hands them to range reads)."""
 
     def restore(self, updates: Iterable[tuple[Time, int]], seq: int | None = None) -> None:
         """Apply a Progress event read before the position a reader resumes from (nothing is held there)."""
@@ -146,6 +149,7 @@ class CommittedPart:
             if isinstance(ev, Messages) and not self._committed(ev):
                 self.voided += 1
                 self.voided_times.add(ev.time)
+                self.voided_seqs.append(e.seq)
                 continue
             out.append(e)
         self._held.clear()

@@ -89,19 +89,18 @@ class CheckedPart:
             scan_ts = None
         if track_progress and (self.start > 1 or scan_ts is not None):
             self._restore(scan_ts)
-        self.reader: "PartReader" = log.reader(self.stream, part, start=self.start, progress_only=progress_only)
-        self.raw_last = self.reader.next_seq - 1
+        self._reader: "PartReader | None" = None  # opened on first use (a writer that only restores needs none)
+        self.raw_last = self.start - 1
         """The sequence id of the last raw event read (before any: one before where the reader starts)."""
-        self.first_read = self.reader.next_seq
-        """Where reading began: the first sequence id the reader could give."""
         self.last_seq = self.raw_last
-        """The sequence id of the last event taken (``first_read - 1`` before the first)."""
+        """The sequence id of the last event taken (one before where reading starts, before the first)."""
         self.duplicates = 0
         """Events dropped because their sequence id was already read."""
         self.raw_read = 0
         """Raw events read (duplicates included)."""
         self._queue: collections.deque[Entry] = collections.deque()
         self._it: Iterator[Entry] | None = None
+        self._stashed: Entry | None = None  # read from the log at or past ``end``: the first raw event after it
 
     def _restore(self, scan_ts: int | None) -> None:
         """Rebuild the frontier from the Progress events before ``start`` (or, with ``scan_ts``, before the
@@ -122,6 +121,15 @@ class CheckedPart:
                 last = entry.seq
         if scan_ts is not None:
             self.start = max(self.start, last + 1)
+
+    @property
+    def reader(self) -> "PartReader":
+        """The log's reader of the part, from ``start`` (opened on first use)."""
+        if self._reader is None:
+            self._reader = self.log.reader(self.stream, self.part, start=self.start, progress_only=self.progress_only)
+            if self.raw_last == self.start - 1:  # nothing read yet: the log may start the part later (trimmed)
+                self.raw_last = self.last_seq = self._reader.next_seq - 1
+        return self._reader
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -153,7 +161,9 @@ class CheckedPart:
     @property
     def at_end(self) -> bool:
         """True when ``end`` is set and reached."""
-        return self.end is not None and self.raw_last + 1 >= self.end
+        if self.end is None:
+            return False
+        return self.raw_last + 1 >= self.end or (self._stashed is not None and self._stashed.seq >= self.end)
 
     @property
     def position(self) -> int:
@@ -203,27 +213,28 @@ class CheckedPart:
         while limit is None or len(self._queue) < limit:
             if self.at_end:
                 break
-            if self._it is None:
-                self._it = iter(self.reader)
-            try:
-                entry = next(self._it)
-            except StopIteration:
-                self._it = None  # the next fill polls the part again
-                break
+            if self._stashed is not None:
+                entry, self._stashed = self._stashed, None
+            else:
+                if self._it is None:
+                    self._it = iter(self.reader)
+                try:
+                    entry = next(self._it)
+                except StopIteration:
+                    self._it = None  # the next fill polls the part again
+                    break
+            if self._admit(entry):
+                break  # not counted: it lies past ``end``
             got += 1
             self.raw_read += 1
-            if self._admit(entry):
-                break
         return got
 
     def _admit(self, entry: Entry) -> bool:
         """Check one raw event and queue what it releases; True when the part ends before it."""
-        if self.end is not None and entry.seq >= self.end:
-            self._it = None
-            return True
         if self.until_ts is not None and entry.ts is not None and entry.ts > self.until_ts:
-            self.end = entry.seq  # written after until_ts: the part ends here
-            self._it = None
+            self.end = entry.seq if self.end is None else min(self.end, entry.seq)  # the part ends here
+        if self.end is not None and entry.seq >= self.end:
+            self._stashed = entry  # kept for a later fill with ``end`` moved on (a planner's next bound)
             return True
         if entry.seq <= self.raw_last:
             self.duplicates += 1
@@ -312,7 +323,8 @@ class CheckedPart:
 
     def close(self) -> None:
         """Release the part's reader."""
-        self.reader.close()
+        if self._reader is not None:
+            self._reader.close()
 
     def __enter__(self) -> "CheckedPart":
         return self

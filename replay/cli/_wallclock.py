@@ -25,6 +25,7 @@ import click
 
 from eventlog.header import StreamHeader
 from eventlog.log import Log
+from eventlog.parts import CheckedPart
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _RELATIVE = re.compile(r"-((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
@@ -143,8 +144,9 @@ def first_write_time(log: Log, header: StreamHeader, parts: Iterable[int]) -> tu
         st = log.part_stats(header.stream, p)
         if st.events <= 0:
             continue
-        with log.reader(header.stream, p, start=st.first_seq) as r:
-            for entry in r:
+        with CheckedPart(log, header, p, start=st.first_seq, isolation="uncommitted", track_progress=False) as r:
+            entry = r.peek()
+            if entry is not None:
                 return p, entry.seq, entry.ts
     return None
 
