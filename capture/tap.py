@@ -103,7 +103,7 @@ def tap(
     base, peers = _pinned(df)
     log.create_stream(StreamHeader(stream, max(peers, 1), schema, spec.time_type, encoding))
     if peers == 0:  # no partition, no task: the stream is one empty, finished part
-        from capture.capture import Capture
+        from eventlog.parts import Capture
 
         Capture(log, stream, 0, 1).close()
         return base

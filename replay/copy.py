@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capture import Capture
+from eventlog.parts import Capture
 from eventlog.events import Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log

@@ -54,7 +54,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import WriterCommitMessage
 
-from capture import Capture
+from eventlog.parts import Capture
 from eventlog.errors import ClusterUnavailableError, EventLogError, PartLockedError, StreamNotFoundError, \
     WriterFencedError
 from eventlog.header import StreamHeader

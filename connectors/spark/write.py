@@ -46,7 +46,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from capture import Capture
+from eventlog.parts import Capture
 from eventlog.errors import EventLogError, InvalidTimeError
 from eventlog.events import Messages
 from eventlog.header import StreamHeader

@@ -425,7 +425,7 @@ def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *
     peers = rdd.getNumPartitions()
     created = log.create_stream(dataclasses.replace(c.header, peers=max(peers, 1), created=""))
     if peers == 0:  # no partition, no task: the stream is one empty, finished part
-        from capture.capture import Capture
+        from eventlog.parts import Capture
 
         Capture(log, stream, 0, 1).close()
         return None

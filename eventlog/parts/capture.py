@@ -1,4 +1,5 @@
-"""Capture for Python operators: one worker's part of a stream, written as Progress/Messages events.
+"""Capture for Python operators: one worker's part of a stream, written as Progress/Messages events by the
+rules of a part (the writing counterpart of ``reader.CheckedPart``; public as ``capture.Capture``).
 
 Follows timely's ``capture_into``: the part starts holding a capability at the minimum time; ``send``
 records at times the part still holds; ``advance_to`` moves the frontier forward and writes the
@@ -15,21 +16,21 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.change_batch import ChangeBatch
-from eventlog.errors import (
+from ..antichain import Antichain, MutableAntichain
+from ..change_batch import ChangeBatch
+from ..errors import (
     HeaderMismatchError,
     LostDataError,
     ProgressError,
     SchemaMismatchError,
     StreamNotFoundError,
 )
-from eventlog.events import Messages, Progress
-from eventlog.header import StreamHeader
-from eventlog.log import Log, PartWriter, open_log
-from eventlog.parts import CheckedPart
-from eventlog.records import Records, to_batch
-from eventlog.time import Time, TimeType
+from ..events import Messages, Progress
+from ..header import StreamHeader
+from ..log import Log, PartWriter, open_log
+from .reader import CheckedPart
+from ..records import Records, to_batch
+from ..time import Time, TimeType
 
 _log = logging.getLogger("eventlog")
 
