@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import threading
 from typing import Any
+from urllib.parse import urlparse
+
+from eventlog.errors import InvalidURIError
 
 from .files.log import FileLog
 from .files.storage import MemoryStorage
@@ -28,6 +31,15 @@ class MemoryLog(FileLog):
         options.setdefault("sync", "none")
         super().__init__("", uri=f"memory://{name}", storage=store, **options)
         self.name = name
+
+
+def open_uri(uri: str, **options: Any) -> MemoryLog:
+    """The memory log ``memory://name`` (``open_log``'s opener for ``memory://``)."""
+    parsed = urlparse(uri)
+    name = (parsed.netloc + parsed.path).strip("/")
+    if not name:
+        raise InvalidURIError(f"memory URI needs a name: {uri!r} (e.g. memory://pipeline)")
+    return MemoryLog(name, **options)
 
 
 def drop(name: str) -> None:

@@ -10,8 +10,9 @@ import abc
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
-from urllib.parse import unquote, urlparse
+from importlib.metadata import entry_points
+from typing import Any, Callable, Iterator
+from urllib.parse import urlparse
 
 from .errors import InvalidURIError
 from .events import Entry, Event
@@ -211,45 +212,50 @@ def preload() -> None:
     pc.min_max(back.column(0))
 
 
+LOG_SCHEMES = "eventlog.logs"
+"""The entry-point group (``pyproject.toml``) where log backends say which URI schemes they open: each entry's
+name is a scheme (``*``: any scheme no entry names), its value a function ``(uri, **options) -> Log``. The
+registry lives here, below the backends, and imports none of them: ``open_log`` loads the one a URI names."""
+
+_openers: dict[str, Callable[..., Log]] = {}
+
+
+def register_scheme(scheme: str, opener: Callable[..., Log]) -> None:
+    """Make ``open_log`` open ``scheme://…`` URIs with ``opener(uri, **options)`` in this process (ahead of any
+    installed backend for the scheme)."""
+    _openers[scheme.lower()] = opener
+
+
+def _opener(scheme: str, uri: str) -> Callable[..., Log]:
+    """The function that opens ``scheme`` URIs: registered in this process, else the installed backend."""
+    opener = _openers.get(scheme)
+    if opener is not None:
+        return opener
+    found = {ep.name: ep for ep in entry_points(group=LOG_SCHEMES)}
+    ep = found.get(scheme) or found.get("*")
+    if ep is None:
+        names = ", ".join(sorted(found)) or "none: is eventlog installed (pip install -e .)?"
+        raise InvalidURIError(f"no log backend opens {scheme}:// URIs ({uri!r}); installed schemes: {names}")
+    opener = ep.load()
+    _openers[scheme] = opener
+    return opener
+
+
 def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
     """Open the log at ``uri``: ``file:///path`` or a plain path, ``memory://name``,
     ``kafka://host:port/prefix``, or a ``pyarrow.fs`` URI (``s3://bucket/path``, …). File options: ``sync``
     (``fsync``/``flush``/``none``), ``segment_bytes``, ``filesystem`` (a ``pyarrow.fs.FileSystem``), ``format``
     (``"2.0"``, or ``"1.2"`` for older readers) and ``avro_codec`` (``deflate``; ``zstandard``, ``null``). Kafka
     options: ``config`` (librdkafka settings), ``timeout``,
-    ``replication_factor`` (see ``connectors.kafka``). The first call in a process also calls
-    :func:`preload`."""
+    ``replication_factor`` (see ``connectors.kafka``). The backend is the one registered for the URI's scheme
+    (``LOG_SCHEMES``). The first call in a process also calls :func:`preload`."""
     if isinstance(uri, Path) or (isinstance(uri, os.PathLike)):
         uri = os.fspath(uri)
     if not isinstance(uri, str) or not uri:
         raise InvalidURIError(f"not a log URI: {uri!r}")
     if not _preloaded and os.environ.get(PRELOAD_ENV, "1") != "0":
         preload()
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    if scheme == "memory":
-        from connectors.memory import MemoryLog
-
-        name = (parsed.netloc + parsed.path).strip("/")
-        if not name:
-            raise InvalidURIError(f"memory URI needs a name: {uri!r} (e.g. memory://pipeline)")
-        return MemoryLog(name, **options)
-    from connectors.files import FileLog
-
-    if scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise InvalidURIError(f"file URIs name a local path (file:///path), got host {parsed.netloc!r}")
-        return FileLog(unquote(parsed.path), uri=uri, **options)
-    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
-        return FileLog(uri, uri=uri, **options)
-    if scheme == "kafka":
-        from connectors.kafka import KafkaLog
-
-        return KafkaLog(uri, **options)
-    import pyarrow.fs as pafs
-
-    try:
-        fs, path = pafs.FileSystem.from_uri(uri)
-    except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
-        raise InvalidURIError(f"cannot open log URI {uri!r}: {e}") from None
-    return FileLog(path, uri=uri, filesystem=fs, **options)
+    scheme = urlparse(uri).scheme.lower()
+    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):  # a plain path (a drive letter on Windows)
+        scheme = "file"
+    return _opener(scheme, uri)(uri, **options)

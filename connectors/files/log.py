@@ -17,10 +17,13 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from typing import Any
+from urllib.parse import unquote, urlparse
+
 import pyarrow.fs as pafs
 
 from eventlog.encoding.avro_rows import DEFAULT_AVRO_CODEC, check_avro_codec
-from eventlog.errors import CorruptLogError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
+from eventlog.errors import CorruptLogError, InvalidURIError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
 from eventlog.log import PRELOAD_ENV, Log, PartStats, check_sync_mode
@@ -305,3 +308,21 @@ def _parse_format(value: "str | tuple[int, int]") -> tuple[int, int]:
 
 
 __all__ = ["DEFAULT_SEGMENT_BYTES", "FILE_FORMAT_VERSION", "FileLog", "FilePartReader", "FilePartWriter", "Recovery"]
+
+
+def open_uri(uri: str, **options: Any) -> FileLog:
+    """The file log at ``uri`` (``open_log``'s opener for ``file://``, plain paths and ``pyarrow.fs`` URIs such as
+    ``s3://bucket/path``)."""
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if scheme == "file":
+        if parsed.netloc not in ("", "localhost"):
+            raise InvalidURIError(f"file URIs name a local path (file:///path), got host {parsed.netloc!r}")
+        return FileLog(unquote(parsed.path), uri=uri, **options)
+    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
+        return FileLog(uri, uri=uri, **options)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
+        raise InvalidURIError(f"cannot open log URI {uri!r}: {e}") from None
+    return FileLog(path, uri=uri, filesystem=fs, **options)

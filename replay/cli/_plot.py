@@ -16,15 +16,14 @@ import io
 import math
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.time import Time
 
 from ._common import counted, frontier_text, time_text
 
-if TYPE_CHECKING:
-    from .frontier import FrontierHistory, FrontierStep
+from ._history import FrontierHistory, FrontierStep
 
 _MARKER_LIMIT = 150
 """Draw a dot at each part's own events while there are at most this many progress events."""
