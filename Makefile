@@ -4,12 +4,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-handoff test venv bench bench-quick clean
+.PHONY: demo demo-handoff test lint venv bench bench-quick clean
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c) $(wildcard eventlog/*/*.c)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[all,test]"
+	$(PY) -m pip install --quiet -e ".[all,test,lint]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -40,6 +40,13 @@ test: $(STAMP)
 	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q -m serial $(PYTEST_ARGS); rc2=$$?; \
 	if [ $$rc -eq 0 ] && [ $$rc2 -ne 5 ]; then rc=$$rc2; fi; \
 	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT); exit $$rc
+
+# the layering contract (import-linter: DESIGN.md's layers, no import cycle), ruff, and a type check of the public
+# modules (mypy); the configuration of all three is in pyproject.toml
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # each benchmark prints ratios against a baseline measured in the same run; results go to BENCHMARKS.md
 bench: $(STAMP)

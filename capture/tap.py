@@ -156,6 +156,8 @@ class _TapPartition:
         from connectors.spark.staging import PartStager, publish, remove_tree, sweep_job
 
         ctx = TaskContext.get()
+        if ctx is None:
+            raise RuntimeError("a tap's partition function runs in a Spark task")
         part, attempt = ctx.partitionId(), ctx.attemptNumber()
         if part >= self.peers:
             raise EventLogError(f"the tapped DataFrame has more partitions than the {self.peers} the tap was "
@@ -174,7 +176,8 @@ class _TapPartition:
                     try:
                         stager.add(batch)
                     except Exception as e:
-                        stager = self._lost(stager, part, e)
+                        self._lost(stager, part, e)
+                        stager = None
                 yield batch
         except BaseException:  # the job's own failure, or GeneratorExit when Spark stops reading early
             if stager is not None:
@@ -202,7 +205,6 @@ class _TapPartition:
             stager.discard()
         if not self._published(part):
             raise error
-        return None
 
 
 def tap_batches(

@@ -289,7 +289,7 @@ def _parse(data: bytes, path: str | None) -> StreamHeader:  # noqa: C901 - one c
         raise corrupt(f"field 'schema' is not a base64 Arrow IPC schema: {type(e).__name__}: {str(e)[:200]}") from None
     try:
         return StreamHeader(
-            stream=name, peers=peers, schema=schema, time_type=time_type, encoding=doc["encoding"],
+            stream=where["stream"], peers=peers, schema=schema, time_type=time_type, encoding=doc["encoding"],
             created=doc["created"], version=(major, minor),
         )
     except LimitError as e:

@@ -15,7 +15,7 @@ Records = Union[pa.RecordBatch, pa.Table, Sequence[dict[str, Any]]]
 
 def to_batch(records: Records, schema: pa.Schema, *, stream: str | None = None, part: int | None = None) -> pa.RecordBatch:
     """Return ``records`` as one RecordBatch with exactly ``schema``, or raise SchemaMismatchError."""
-    where = {"stream": stream, "part": part}
+    where: dict[str, Any] = {"stream": stream, "part": part}
     if isinstance(records, pa.Table):
         _check_fields(records.schema, schema, where)
         table = records.combine_chunks()

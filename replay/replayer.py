@@ -232,8 +232,8 @@ class Replayer:
         without ``route``) and merged-frontier Progress."""
         if self._frontier.frontier != Antichain([self.header.time_type.minimum]):
             # a worker that owns no part (or resumed past progress) reports its frontier at once
-            changes = MutableAntichain([(self.header.time_type.minimum, 1)])
-            delta = changes.update_iter([(self.header.time_type.minimum, -1)] + [(t, 1) for t in self.frontier])
+            owned = MutableAntichain([(self.header.time_type.minimum, 1)])
+            delta = owned.update_iter([(self.header.time_type.minimum, -1)] + [(t, 1) for t in self.frontier])
             if delta:
                 yield Progress(delta), -1
         for part in self._parts.values():
