@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import threading
 from typing import Any
-from urllib.parse import urlparse
 
-from eventlog.errors import InvalidURIError
+from eventlog.uri import memory_name
 
 from .files.log import FileLog
 from .files.storage import MemoryStorage
@@ -35,11 +34,7 @@ class MemoryLog(FileLog):
 
 def open_uri(uri: str, **options: Any) -> MemoryLog:
     """The memory log ``memory://name`` (``open_log``'s opener for ``memory://``)."""
-    parsed = urlparse(uri)
-    name = (parsed.netloc + parsed.path).strip("/")
-    if not name:
-        raise InvalidURIError(f"memory URI needs a name: {uri!r} (e.g. memory://pipeline)")
-    return MemoryLog(name, **options)
+    return MemoryLog(memory_name(uri), **options)
 
 
 def drop(name: str) -> None:

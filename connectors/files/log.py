@@ -16,22 +16,28 @@ from __future__ import annotations
 
 import dataclasses
 import os
-
+from typing import Any, Mapping
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
 from eventlog.encoding.avro_rows import DEFAULT_AVRO_CODEC, check_avro_codec
-from eventlog.errors import CorruptLogError, InvalidURIError, LogLimitError, StreamNotFoundError, UnsupportedVersionError
+from eventlog.errors import (
+    CorruptLogError,
+    InvalidURIError,
+    LogLimitError,
+    StreamNotFoundError,
+    UnsupportedVersionError,
+)
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
 from eventlog.log import PRELOAD_ENV, Log, PartStats, check_sync_mode
+from eventlog.uri import local_path
 
 from . import index as ix
 from . import readahead
-from .framing import Malformed
 from .codec import file_codec
+from .framing import Malformed
 from .layout import HEADER_FILES, LAYOUTS, layout_for
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
@@ -258,6 +264,46 @@ class FileLog(Log):
         header = self.header(stream)
         return check_part(self._st, header, self._part_dir(header, part), part)
 
+    def check_layout(self, headers: "Mapping[str, StreamHeader]", *, stream: str | None = None) -> list[EventLogError]:
+        """The log's folders and files against the format's layout (``check.check_layout``): segments without
+        their index and indexes without their segment, part folders beyond the stream's peers or segments of
+        another encoding (the header disagrees with the parts), stray files, stream folders without a header.
+        Through the storage, so the same on the local disk, S3 and in memory."""
+        from .check import check_layout
+
+        return check_layout(self._st, self.root, headers, stream=stream)
+
+    def locate(self, stream: str, part: int | None = None, seq: int | None = None,
+               offset: int | None = None) -> dict[str, Any]:
+        """The header file (``part`` None), or the segment holding event ``seq`` and its body's byte offset (from
+        the segment's index); ``offset``, when given, is kept as the byte offset."""
+        from .check import locate_event
+
+        try:
+            d = self._stream_dir(stream)
+            if part is None:
+                names = self._st.list_dir(d)
+                return {"path": self._st.join(d, next((h for h in HEADER_FILES if h in names), HEADER_FILES[0]))}
+            if seq is None:
+                return {}
+            header = self.header(stream)
+            out = locate_event(self._st, header, self._part_dir(header, part), part, seq)
+        except (EventLogError, OSError, ValueError):
+            return {}
+        if offset is not None and out:
+            out["offset"] = offset
+        return out
+
+    def resume_after(self, stream: str, part: int, error: EventLogError) -> int | None:
+        """The first sequence id of the segment after the one ``error`` is in."""
+        from .check import segment_after
+
+        try:
+            header = self.header(stream)
+            return segment_after(self._st, header, self._part_dir(header, part), error)
+        except (EventLogError, OSError, ValueError):
+            return None
+
     # -- parts -----------------------------------------------------------------------------------------
 
     def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> FilePartWriter:
@@ -313,14 +359,9 @@ __all__ = ["DEFAULT_SEGMENT_BYTES", "FILE_FORMAT_VERSION", "FileLog", "FilePartR
 def open_uri(uri: str, **options: Any) -> FileLog:
     """The file log at ``uri`` (``open_log``'s opener for ``file://``, plain paths and ``pyarrow.fs`` URIs such as
     ``s3://bucket/path``)."""
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    if scheme == "file":
-        if parsed.netloc not in ("", "localhost"):
-            raise InvalidURIError(f"file URIs name a local path (file:///path), got host {parsed.netloc!r}")
-        return FileLog(unquote(parsed.path), uri=uri, **options)
-    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
-        return FileLog(uri, uri=uri, **options)
+    path = local_path(uri)
+    if path is not None:
+        return FileLog(path, uri=uri, **options)
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes

@@ -54,21 +54,24 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.datasource import WriterCommitMessage
 
-from eventlog.parts import Capture
-from eventlog.errors import ClusterUnavailableError, EventLogError, PartLockedError, StreamNotFoundError, \
-    WriterFencedError
-from eventlog.header import StreamHeader
-from eventlog.log import Log, open_log
-from eventlog.parts import CheckedPart
-from eventlog.time import Time
-
 from connectors.files.layout import layout_for
 from connectors.files.log import FILE_FORMAT_VERSION
+from eventlog.errors import (
+    ClusterUnavailableError,
+    EventLogError,
+    PartLockedError,
+    StreamNotFoundError,
+    WriterFencedError,
+)
+from eventlog.header import StreamHeader
+from eventlog.log import Log, open_log
+from eventlog.parts import Capture, CheckedPart
+from eventlog.time import Time
+from eventlog.uri import display_uri, parent_uri, scheme_of
 
 from .schema import conform
 from .times import TimeSpec
-from .uri import STAGING_DIR, StreamURI, display_uri, parent_uri, staging_uri, \
-    storage_error
+from .uri import STAGING_DIR, StreamURI, staging_uri, storage_error
 
 if TYPE_CHECKING:
     from connectors.kafka import KafkaLog
@@ -145,7 +148,7 @@ def remove_tree(uri: str) -> None:
     Staging folders left empty above it are removed too, up to the log's ``.staging`` (on S3: the empty
     folder marker objects pyarrow makes, one by one, never anything below them). On Kafka, only a staging
     folder: the topics below its prefix (``prefix..staging.stream.job…``) are deleted."""
-    if uri.startswith("kafka://"):
+    if scheme_of(uri) == "kafka":
         if f"/{STAGING_DIR}/" not in display_uri(uri):
             raise ValueError(f"not a staging folder of a Kafka log: {display_uri(uri)}")
         with _kafka_log(uri) as log:
@@ -162,7 +165,7 @@ def remove_tree(uri: str) -> None:
                 break
             parent = os.path.dirname(parent)
         return
-    if uri.startswith("memory://"):  # in-process logs (tests of the copy path)
+    if scheme_of(uri) == "memory":  # in-process logs (tests of the copy path)
         from connectors.memory import drop
 
         drop(uri[len("memory://"):].strip("/"))
@@ -259,7 +262,7 @@ def _staged_next_seq(folder: str, stream: str) -> int:
 
 def _list_folder(uri: str) -> list[str]:
     """Names of the entries of a folder of a file log (local or ``pyarrow.fs``); FileNotFoundError if missing."""
-    if uri.startswith("kafka://"):  # a staging folder on Kafka: the next name of the topics below its prefix
+    if scheme_of(uri) == "kafka":  # a staging folder on Kafka: the next name of the topics below its prefix
         with _kafka_log(uri) as log:
             head = len(log.target.prefix) + 1
             names = sorted({t[head:].split(".", 1)[0] for t in log.topics_below()})
@@ -269,7 +272,7 @@ def _list_folder(uri: str) -> list[str]:
     target = _local_path(uri)
     if target is not None:
         return os.listdir(target)
-    if uri.startswith("memory://"):
+    if scheme_of(uri) == "memory":
         raise FileNotFoundError(uri)  # in-process logs have no folders to sweep
     fs, path = _fs_path(uri)
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
@@ -286,7 +289,7 @@ def _kafka_log(uri: str) -> "KafkaLog":
 def remove_stream(target: StreamURI) -> None:
     """Delete a stream of a file log (for overwrites). Readers that have it open fail or see it vanish:
     only replace streams nobody reads. Its staging area is left to the jobs that use it."""
-    if target.log_uri.startswith("kafka://"):
+    if scheme_of(target.log_uri) == "kafka":
         raise StreamExistsError("deleting a Kafka stream is not supported; write to a new stream name",
                                 stream=target.stream)
     remove_tree(target.uri)

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 from eventlog.errors import ClusterUnavailableError, InvalidURIError, StorageUnavailableError
 from eventlog.header import check_stream_name
+from eventlog.uri import display_uri, is_local, join_uri, local_path, scheme_of, split_query
 
 STAGING_DIR = ".staging"
 """Folder in a file log's root where Spark tasks stage parts before they are published. It is not a stream
@@ -48,17 +49,15 @@ class StreamURI:
     @property
     def is_local(self) -> bool:
         """True for a file log on this machine's disk (``file://`` or a plain path)."""
-        return urlparse(self.log_uri).scheme.lower() in ("", "file")
+        return is_local(self.log_uri)
 
     @property
     def local_root(self) -> str:
         """The root directory of a local file log (ValueError for other logs)."""
-        parsed = urlparse(self.log_uri)
-        if parsed.scheme.lower() == "file":
-            return parsed.path
-        if parsed.scheme == "":
-            return self.log_uri
-        raise ValueError(f"{self.log_uri} is not a local file log")
+        root = local_path(self.log_uri)
+        if root is None:
+            raise ValueError(f"{self.log_uri} is not a local file log")
+        return root
 
 
 def parse_stream_uri(uri: str, stream: str | None = None) -> StreamURI:
@@ -100,35 +99,6 @@ def parse_stream_uri(uri: str, stream: str | None = None) -> StreamURI:
     return StreamURI(log_uri + query, stream)
 
 
-def _has_query(uri: str) -> bool:
-    return urlparse(uri).scheme.lower() not in ("", "file")
-
-
-def split_query(uri: str) -> tuple[str, str]:
-    """``(uri without its query, "?query" or "")``; a local path keeps every character (``?`` is a file name's)."""
-    if not _has_query(uri):
-        return uri, ""
-    base, sep, query = uri.partition("?")
-    return base, sep + query
-
-
-def join_uri(log_uri: str, *names: str) -> str:
-    """``log_uri`` with ``names`` appended to its path (before its query)."""
-    base, query = split_query(log_uri)
-    return "/".join([base.rstrip("/"), *names]) + query
-
-
-def parent_uri(uri: str) -> str:
-    """The folder holding ``uri`` (its path's last segment dropped; the query kept)."""
-    base, query = split_query(uri)
-    return base.rstrip("/").rpartition("/")[0] + query
-
-
-def display_uri(uri: str) -> str:
-    """``uri`` without its query, for messages (a query may hold keys)."""
-    return split_query(uri)[0]
-
-
 def staging_uri(target: StreamURI, *names: str) -> str:
     """The URI of a folder below the log's staging area for ``target``'s stream (for staged parts)."""
     return join_uri(target.log_uri, STAGING_DIR, target.stream, *names)
@@ -140,8 +110,7 @@ def storage_error(e: "OSError | ClusterUnavailableError", log_uri: str) -> Stora
     said = e.reason if isinstance(e, ClusterUnavailableError) else str(e)
     reason = " ".join(said.split())[:600]
     where = display_uri(log_uri)
-    scheme = urlparse(log_uri).scheme.lower()
-    if scheme in ("s3", "s3a"):
+    if scheme_of(log_uri) in ("s3", "s3a"):
         query = dict(p.split("=", 1) for p in split_query(log_uri)[1].lstrip("?").split("&") if "=" in p)
         endpoint = query.get("endpoint_override")
         source = "the URI's endpoint_override"

@@ -14,7 +14,6 @@ import os
 import stat
 import sys
 from typing import Any, Callable, Iterable, Iterator
-from urllib.parse import unquote, urlparse
 
 import click
 from rich.console import Console
@@ -25,6 +24,7 @@ from eventlog.errors import EventLogError, InvalidTimeError, InvalidURIError, St
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
 from eventlog.time import Time
+from eventlog.uri import local_path
 
 EXIT_OK = 0
 """The command did what was asked (``diff``: the captures are equal; ``verify``: no problem found)."""
@@ -109,19 +109,6 @@ def _silence_stdout() -> None:
 
 
 # -- logs and streams ---------------------------------------------------------------------------------------
-
-
-def local_path(uri: str) -> str | None:
-    """The directory of a local file-log URI (plain path or ``file://``), None for other schemes."""
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower()
-    if scheme == "file":
-        return unquote(parsed.path)
-    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):
-        return uri
-    return None
-
-
 
 
 def _command_name() -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlparse, urlunparse
 from typing import Any, Callable
 
 import click
@@ -16,6 +15,7 @@ from rich.text import Text
 
 from eventlog.errors import EventLogError
 from eventlog.log import Log
+from eventlog.uri import scheme_of, with_path
 
 from ._common import (
     EXIT_LOG_ERROR,
@@ -24,8 +24,8 @@ from ._common import (
     human_bytes,
     open_uri,
     print_json,
-    progress,
     print_rich,
+    progress,
     time_json,
     time_text,
     total_bytes,
@@ -114,7 +114,7 @@ def _state_text(open_parts: int, peers: int, last: float | None) -> str:
 
 def _kafka_prefixes(log: Log) -> dict[str, list[str]] | None:
     """The prefixes holding streams when ``log`` is a Kafka cluster named without a prefix, else None."""
-    if not log.uri.lower().startswith("kafka:"):
+    if scheme_of(log.uri) != "kafka":
         return None
     from connectors.kafka import KafkaLog
 
@@ -125,8 +125,7 @@ def _kafka_prefixes(log: Log) -> dict[str, list[str]] | None:
 
 def _prefix_uri(uri: str, prefix: str) -> str:
     """``uri`` (a Kafka URI without a prefix) naming ``prefix``, its settings kept."""
-    parsed = urlparse(uri)
-    return urlunparse(parsed._replace(path="/" + prefix))
+    return with_path(uri, "/" + prefix)
 
 
 def _events_to_read(log: Log, names: list[str]) -> int:
