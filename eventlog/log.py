@@ -9,14 +9,14 @@ from __future__ import annotations
 import abc
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from importlib.metadata import entry_points
-from typing import Any, Callable, Iterator
-from urllib.parse import urlparse
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from .errors import InvalidURIError
+from .errors import EventLogError, InvalidURIError
 from .events import Entry, Event
 from .header import FORMAT_VERSION, StreamHeader
+from .uri import scheme_of
 
 SYNC_MODES = ("fsync", "flush", "none")
 """Durability of appends at ``sync()`` (``Capture.advance_to``/``close``): ``fsync`` (default) makes them
@@ -30,6 +30,25 @@ def check_sync_mode(mode: object) -> str:
     if mode not in SYNC_MODES:
         raise ValueError(f"sync must be one of {SYNC_MODES}, got {mode!r}")
     return mode  # type: ignore[return-value]
+
+
+PROBLEM_KINDS = ("header", "corrupt", "gap", "progress", "messages", "torn-tail", "layout", "duplicate")
+"""Classes of problems a check of a log reports (``replay.verify``): an unreadable or disagreeing stream header;
+bytes (or a Kafka record) that fail a checksum or do not decode, or say another thing than they hold; missing
+sequence ids; a broken progress rule; a malformed Messages event; a torn tail (what a crashed writer leaves; the
+next writer of the part cuts it); a problem of the storage layout (a missing index, a stray part folder, …); a
+Kafka record repeating sequence ids already read with other content (readers keep the first)."""
+
+_E = TypeVar("_E", bound=EventLogError)
+
+
+def with_kind(error: _E, kind: str) -> _E:
+    """``error``, marked as a problem of class ``kind`` (one of ``PROBLEM_KINDS``): what a log's own checks
+    (``Log.check_part``, ``Log.check_layout``) return when the error's type does not say it."""
+    if kind not in PROBLEM_KINDS:
+        raise ValueError(f"problem kind must be one of {PROBLEM_KINDS}, got {kind!r}")
+    error.kind = kind  # type: ignore[attr-defined]
+    return error
 
 
 @dataclass(frozen=True)
@@ -91,6 +110,14 @@ class PartReader(abc.ABC):
     tail_problem: str | None = None
     """Set when the last iteration stopped before bytes that are there but not whole (a torn tail):
     what and where. None when it stopped at the clean end of the part."""
+
+    duplicates: int = 0
+    """Events this reader dropped because their sequence id had been read already (what a retried Kafka write
+    leaves); 0 where a log never holds duplicates."""
+
+    duplicate_records: Sequence[tuple[int, int]] = ()
+    """``(seq, offset)`` of the first duplicates dropped, ``offset`` as ``Log.locate`` takes it (Kafka: the
+    record's offset)."""
 
     epoch: int = 0
     """The writer epoch of the last event yielded: each incarnation of a part's writer (each open) writes
@@ -163,6 +190,39 @@ class Log(abc.ABC):
     def last_write(self, stream: str, part: int) -> float | None:
         """When the part was last written (seconds since the epoch, wall clock), found cheaply (no scan):
         how long a part that is not finished has been silent. None where the log cannot tell (the default)."""
+        return None
+
+    # -- checks (``replay.verify`` asks the log, which knows its storage) ----------------------------------
+
+    def check_part(self, stream: str, part: int) -> Sequence[EventLogError]:
+        """What the log's own look at how it stores one part finds wrong, without raising: every problem, where
+        reading stops at the first (file logs: segments, indexes, footers and checksums; Kafka logs: every
+        record of the partition). Each is an error naming stream, part, seq and offset where known, marked
+        with a ``kind`` (``with_kind``) when its type does not say its class. An empty list when the storage
+        is whole; the default checks nothing beyond what reading checks."""
+        return []
+
+    def check_layout(self, headers: Mapping[str, StreamHeader], *,
+                     stream: str | None = None) -> Sequence[EventLogError]:
+        """Problems of where the log keeps its streams, outside any part's events (file logs: folders and files
+        against the format's layout; a stream folder whose header is missing), each marked with its ``kind``.
+        ``headers``: the streams whose header could be read. With ``stream``, only that stream's (which may lack
+        its header); else the whole log. The default finds none."""
+        return []
+
+    def locate(self, stream: str, part: int | None = None, seq: int | None = None,
+               offset: int | None = None) -> dict[str, Any]:
+        """Where the log stores something, for reports: the stream header (``part`` None), the event ``seq`` of
+        ``part``, or what lies at ``offset`` in ``part`` (Kafka: the record at that offset). A dict of
+        ``path`` (a file or object) or ``record`` (a Kafka record, ``topic[partition]@offset``) and ``offset``
+        (a byte offset in the file, or the Kafka offset), as far as known; ``{}`` when the log cannot tell
+        (the default). Never raises for a damaged log."""
+        return {}
+
+    def resume_after(self, stream: str, part: int, error: EventLogError) -> int | None:
+        """The sequence id where reading ``part`` may go on after ``error``, past the storage unit its damage is
+        in (file logs: the next segment), or None where the log cannot tell (the default). A checker that
+        reports damage and reads on uses it."""
         return None
 
     def close(self) -> None:
@@ -255,7 +315,4 @@ def open_log(uri: "str | os.PathLike[str]", **options: Any) -> Log:
         raise InvalidURIError(f"not a log URI: {uri!r}")
     if not _preloaded and os.environ.get(PRELOAD_ENV, "1") != "0":
         preload()
-    scheme = urlparse(uri).scheme.lower()
-    if scheme == "" or (len(scheme) == 1 and os.name == "nt"):  # a plain path (a drive letter on Windows)
-        scheme = "file"
-    return _opener(scheme, uri)(uri, **options)
+    return _opener(scheme_of(uri), uri)(uri, **options)

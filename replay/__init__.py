@@ -4,5 +4,6 @@ from .copy import copy
 from .dataset import dataset
 from .keyhash import hash_array, worker_of
 from .replayer import MODES, Replayer
+from .verify import VerifyReport, verify
 
-__all__ = ["MODES", "Replayer", "copy", "dataset", "hash_array", "worker_of"]
+__all__ = ["MODES", "Replayer", "VerifyReport", "copy", "dataset", "hash_array", "verify", "worker_of"]

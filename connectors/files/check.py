@@ -7,18 +7,26 @@ its segment holds (events a reader finds only by the container's framing) or ent
 index entries that disagree with the segment, events failing their CRC-32 (or, when unindexed, their
 decode), torn tails, segments that do not continue each other's sequence ids, and malformed writer epochs or
 epochs that go backwards from one segment to the next (FORMAT.md §3.1).
+
+``check_layout`` (``FileLog.check_layout``) checks a log's folders and files against the layout of FORMAT.md §3
+and §3.4; ``locate_event`` and ``segment_after`` say where an event lies and where reading may go on after
+damage. All of it goes through the storage layer (``storage.py``), so a log on S3 or in memory is checked as
+one on the local disk is.
 """
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from eventlog.encoding import SegmentDecoder
 from eventlog.errors import CorruptLogError, EventLogError
-from eventlog.header import StreamHeader
+from eventlog.header import StreamHeader, check_stream_name
+from eventlog.log import with_kind
 
 from . import index as ix
-from .framing import Malformed
 from .codec import file_codec
-from .layout import layout_for
+from .framing import Malformed
+from .layout import HEADER_FILES, LAYOUTS, LOCK_FILE, layout_for, part_number
 from .reader import RAW_DECODE_ERRORS, segment_mark
 from .segment import DAMAGED, SegmentFiles, Stop
 from .storage import Storage
@@ -173,3 +181,164 @@ def _decode_problem(f: SegmentFiles, codec, decoder: list[SegmentDecoder], seq: 
     if got != seq:
         return f.error(f"unindexed event carries seq {got}", **where)
     return None
+
+
+# -- the layout of a log's folders (FileLog.check_layout) ----------------------------------------------------
+
+
+def check_layout(st: Storage, root: str, headers: "Mapping[str, StreamHeader]", *,
+                 stream: str | None = None) -> list[EventLogError]:
+    """Folders and files of the file log at ``root`` against FORMAT.md's layout, through the storage (the local
+    disk, S3, memory alike): every segment with its index and every index with its segment, part folders and
+    segments matching the stream's peers and encoding (else the header disagrees with the parts), no stray files;
+    for the whole log (``stream`` None), folders that look like streams but have no header; for ``stream``
+    without a readable header in ``headers``, whether its folder lost its header. Each problem is marked with its
+    kind (``layout``, ``header`` or ``torn-tail``)."""
+    problems: list[EventLogError] = []
+    if stream is not None and stream not in headers:
+        d = st.join(root, check_stream_name(stream))
+        if _headless(st, d):
+            problems.append(_problem("layout", "stream folder without its header file", stream, path=d))
+        return problems
+    if stream is None:
+        for name in _listing(st, root):
+            d = st.join(root, name)
+            if name not in headers and _headless(st, d):
+                problems.append(_problem("layout", "stream folder without its header file", name, path=d))
+    for name, header in headers.items():
+        if stream is not None and name != stream:
+            continue
+        problems += _stream_layout(st, st.join(root, name), header)
+    return problems
+
+
+def _problem(kind: str, message: str, stream: str, part: int | None = None, seq: int | None = None, *,
+             path: str) -> CorruptLogError:
+    return with_kind(CorruptLogError(message, stream=stream, part=part, seq=seq, path=path), kind)
+
+
+def _listing(st: Storage, path: str) -> list[str]:
+    """The names in folder ``path``; [] when it is no folder (or cannot be listed)."""
+    try:
+        return st.list_dir(path)
+    except OSError:
+        return []
+
+
+def _headless(st: Storage, d: str) -> bool:
+    """A folder holding part folders but no header file."""
+    names = _listing(st, d)
+    return not any(h in names for h in HEADER_FILES) and any(part_number(n) is not None for n in names)
+
+
+def _holds_segments(st: Storage, d: str) -> bool:
+    return any(lay.segment_first(x, enc) or lay.index_first(x) for x in _listing(st, d)
+               for lay in LAYOUTS.values() for enc in ("arrow", "avro"))
+
+
+def _stream_layout(st: Storage, sdir: str, header: StreamHeader) -> list[EventLogError]:
+    stream, layout = header.stream, layout_for(header.version)
+    try:
+        names = st.list_dir(sdir)
+    except OSError as e:
+        return [_problem("layout", f"cannot list the stream folder: {e.strerror or e}", stream, path=sdir)]
+    problems: list[EventLogError] = []
+    for name in names:
+        number = layout.part_of(name)
+        path = st.join(sdir, name)
+        if number is not None and number >= header.peers:
+            if _holds_segments(st, path):
+                problems.append(_problem("header", f"the header says peers {header.peers}, but part folder {name} "
+                                         "holds segments: the header disagrees with the parts", stream, number,
+                                         path=path))
+            else:
+                problems.append(_problem("layout", f"part folder beyond the stream's {header.peers} peers", stream,
+                                         number, path=path))
+        elif number is None and name != layout.header_file and not name.endswith(".tmp"):
+            what = "a part folder of another format version" if part_number(name) is not None else "unexpected file"
+            problems.append(_problem("layout", f"{what} in the stream folder", stream, path=path))
+    for part in range(header.peers):
+        problems += _part_layout(st, header, part, st.join(sdir, layout.part_dir(part)))
+    return problems
+
+
+def _part_layout(st: Storage, header: StreamHeader, part: int, pdir: str) -> list[EventLogError]:
+    stream, layout = header.stream, layout_for(header.version)
+    other = "avro" if header.encoding == "arrow" else "arrow"
+    try:
+        names = st.list_dir(pdir)
+    except OSError as e:
+        return [_problem("layout", f"cannot list the part folder: {e.strerror or e}", stream, part, path=pdir)]
+    data: dict[int, str] = {}
+    index: dict[int, str] = {}
+    problems: list[EventLogError] = []
+    for name in names:
+        path = st.join(pdir, name)
+        if (seg := layout.segment_first(name, header.encoding)) is not None:
+            data[seg[0]] = path
+        elif (first := layout.index_first(name)) is not None:
+            index[first] = path
+        elif (seg := layout.segment_first(name, other)) is not None:
+            problems.append(_problem("header", f"segment in the {other} encoding, but the header says "
+                                     f"{header.encoding}: the header disagrees with the parts", stream, part, seg[0],
+                                     path=path))
+        elif name != LOCK_FILE:
+            problems.append(_problem("layout", "unexpected file in the part folder", stream, part, path=path))
+    newest = max(data, default=None)
+    for first, path in data.items():
+        if first not in index:
+            if first == newest:
+                problems.append(_problem("torn-tail", "newest segment has no index (a writer crashed as it created "
+                                         "it)", stream, part, first, path=path))
+            else:
+                problems.append(_problem("layout", "segment without its index", stream, part, first, path=path))
+    for first, path in index.items():
+        if first not in data and not any(p.seq == first and getattr(p, "kind", None) == "header" for p in problems):
+            problems.append(_problem("layout", "index without its segment", stream, part, first, path=path))
+    return problems
+
+
+# -- where an event lies (FileLog.locate, FileLog.resume_after) -----------------------------------------------
+
+
+def locate_event(st: Storage, header: StreamHeader, part_dir: str, part: int, seq: int) -> dict[str, Any]:
+    """``{"path": the segment holding event seq, "offset": the byte offset of its body}`` (the offset from the
+    segment's index, when it lists the event); ``{}`` when no segment may hold it."""
+    layout = layout_for(header.version)
+    try:
+        firsts = [s for s in layout.list_segments(st, part_dir, header.encoding) if s <= seq]
+    except OSError:
+        return {}
+    if not firsts:
+        return {}
+    try:
+        files = SegmentFiles(st, part_dir, firsts[-1], layout, header.encoding, stream=header.stream, part=part)
+    except OSError:  # removed since listed
+        return {"path": st.join(part_dir, layout.sealed_name(firsts[-1], header.encoding))}
+    try:
+        files.refresh()
+        entry = files.entry(seq)
+    except (EventLogError, OSError):
+        entry = None
+    finally:
+        files.close()
+    out: dict[str, Any] = {"path": files.data_path}
+    if isinstance(entry, ix.IndexEntry) and entry.seq == seq:
+        out["offset"] = entry.offset
+    return out
+
+
+def segment_after(st: Storage, header: StreamHeader, part_dir: str, error: EventLogError) -> int | None:
+    """The first sequence id of the segment after the one ``error`` names (by its seq, else its file's name),
+    None when there is none (or the part cannot be listed)."""
+    pos = error.seq
+    if pos is None and error.path:
+        stem = error.path.replace("\\", "/").rsplit("/", 1)[-1].lstrip("_").split(".")[0]
+        pos = int(stem) if stem.isdigit() else None
+    if pos is None:
+        return None
+    try:
+        later = [s for s in layout_for(header.version).list_segments(st, part_dir, header.encoding) if s > pos]
+    except OSError:
+        return None
+    return later[0] if later else None

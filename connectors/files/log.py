@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from typing import Any, Mapping
-from typing import Any
 
 import pyarrow.fs as pafs
 
 from eventlog.encoding.avro_rows import DEFAULT_AVRO_CODEC, check_avro_codec
 from eventlog.errors import (
     CorruptLogError,
+    EventLogError,
     InvalidURIError,
     LogLimitError,
     StreamNotFoundError,
@@ -36,6 +36,7 @@ from eventlog.uri import local_path
 
 from . import index as ix
 from . import readahead
+from .check import check_layout, check_part, locate_event, segment_after
 from .codec import file_codec
 from .framing import Malformed
 from .layout import HEADER_FILES, LAYOUTS, layout_for
@@ -259,8 +260,6 @@ class FileLog(Log):
         without index, a torn tail, a damaged prefix or event, segments that do not continue each other.
         Each problem is a CorruptLogError naming stream, part, file and byte offset (and seq when known);
         an empty list means the files are whole. Events are not decoded unless the index does not list them."""
-        from .check import check_part
-
         header = self.header(stream)
         return check_part(self._st, header, self._part_dir(header, part), part)
 
@@ -269,16 +268,12 @@ class FileLog(Log):
         their index and indexes without their segment, part folders beyond the stream's peers or segments of
         another encoding (the header disagrees with the parts), stray files, stream folders without a header.
         Through the storage, so the same on the local disk, S3 and in memory."""
-        from .check import check_layout
-
         return check_layout(self._st, self.root, headers, stream=stream)
 
     def locate(self, stream: str, part: int | None = None, seq: int | None = None,
                offset: int | None = None) -> dict[str, Any]:
         """The header file (``part`` None), or the segment holding event ``seq`` and its body's byte offset (from
         the segment's index); ``offset``, when given, is kept as the byte offset."""
-        from .check import locate_event
-
         try:
             d = self._stream_dir(stream)
             if part is None:
@@ -296,8 +291,6 @@ class FileLog(Log):
 
     def resume_after(self, stream: str, part: int, error: EventLogError) -> int | None:
         """The first sequence id of the segment after the one ``error`` is in."""
-        from .check import segment_after
-
         try:
             header = self.header(stream)
             return segment_after(self._st, header, self._part_dir(header, part), error)

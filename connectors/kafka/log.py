@@ -37,6 +37,7 @@ from eventlog.errors import (
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.log import Log, PartStats, check_sync_mode
 
+from .check import check_part, record_name
 from .config import KafkaTarget, last_complaint, parse_kafka_uri
 from .errors import LostDataError
 from .reader import KafkaPartReader, new_consumer, scan_partition
@@ -580,6 +581,32 @@ class KafkaLog(Log):
                 first = rec.first_seq
                 break
         return PartStats(first, max(tail.last_seq + 1, first), None, tail.high - tail.low)
+
+    # -- checks (replay.verify) -------------------------------------------------------------------------
+
+    def check_part(self, stream: str, part: int) -> list[EventLogError]:
+        """Every problem of the part's records, found without raising (``connectors.kafka.check``): records
+        that do not decode or whose headers lie, header records, writers, gaps, and records repeating sequence
+        ids with other content; each names stream, part, Kafka offset and seq where known."""
+        header = self.header(stream)
+        self._check_part(header, part)
+        return check_part(self, header, part)
+
+    def locate(self, stream: str, part: int | None = None, seq: int | None = None,
+               offset: int | None = None) -> dict[str, Any]:
+        """The Kafka record (``topic[partition]@offset``): at ``offset`` when given, else the one holding ``seq``
+        (found by the search ``offset_for_seq`` does), else (``part`` None) the header record opening partition 0."""
+        try:
+            topic = self.target.topic(stream)
+            if offset is None and part is not None and seq is not None:
+                offset = self.offset_for_seq(stream, part, seq)
+            elif part is None and offset is None:
+                offset = 0
+            if offset is None:
+                return {}
+            return {"record": record_name(topic, part or 0, offset), "offset": offset}
+        except (EventLogError, ValueError):
+            return {}
 
     # -- topics below the prefix (Spark's staging logs) --------------------------------------------------
 

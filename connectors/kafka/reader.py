@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from .log import KafkaLog
 
 _BATCH = 500
+_NAMED_DUPLICATES = 100
+"""Dropped duplicates a reader remembers the place of (``duplicate_records``); it counts them all."""
 
 
 def new_consumer(log: "KafkaLog", error_cb=None, *, fetch_wait_ms: int = 20) -> Consumer:  # noqa: ANN001
@@ -161,6 +163,8 @@ class KafkaPartReader(PartReader):
         self._down_why = ""
         self.duplicates = 0
         """Events dropped because their sequence id had been read already (producer retries)."""
+        self.duplicate_records: list[tuple[int, int]] = []
+        """``(seq, kafka offset)`` of the first dropped duplicates (at most ``_NAMED_DUPLICATES``)."""
 
     @property
     def next_seq(self) -> int:
@@ -279,6 +283,8 @@ class KafkaPartReader(PartReader):
             if seq < self._next:
                 if seq >= self._start:
                     self.duplicates += 1
+                    if len(self.duplicate_records) < _NAMED_DUPLICATES:
+                        self.duplicate_records.append((seq, offset))
                 continue
             if seq > self._next:
                 raise SequenceError(f"gap in sequence ids: expected {self._next}, got {seq} (kafka offset {offset})",
