@@ -35,8 +35,7 @@ from eventlog.errors import CorruptLogError, EventLogError, ProgressError, Seque
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PROBLEM_KINDS, Log, PartStats
-from eventlog.parts.committed import CommittedPart
-from eventlog.parts.rules import PartProgress
+from eventlog.parts import CheckedPart
 
 KINDS = PROBLEM_KINDS
 """Classes of problems (``eventlog.log.PROBLEM_KINDS``): ``header`` an unreadable or disagreeing stream header;
@@ -242,66 +241,46 @@ def _same_place(p: Problem, q: Problem) -> bool:
 
 
 class _PartChecker:
-    """Checks the events of one part, in order, against the format's rules."""
+    """Checks one part's events, read through ``CheckedPart`` in its reporting form (sequence ids, timely's
+    rules, committed reads: every broken rule reported, reading goes on), and what only a full check looks at:
+    every record batch valid and of the stream's schema."""
 
-    def __init__(self, log: Log, header: StreamHeader, report: PartReport, track_progress: bool) -> None:
+    def __init__(self, log: Log, header: StreamHeader, report: PartReport) -> None:
         self.log = log
         self.header = header
         self.report = report
-        self.rules: PartProgress | None = (
-            PartProgress(header.time_type.minimum, stream=header.stream, part=report.part) if track_progress else None
-        )
-        self.committed: CommittedPart | None = (
-            CommittedPart(header.time_type.minimum, stream=header.stream, part=report.part) if track_progress else None
-        )
-
-    def follow_epochs(self, entry: Entry, epoch: int) -> None:
-        """Count what a committed reader would void or hold back (stops at the first broken rule, which
-        ``check`` reports)."""
-        if self.committed is None:
-            return
-        try:
-            self.committed.push(entry, epoch)
-        except EventLogError:
-            self.committed = None
-            return
-        self.report.void, self.report.held = self.committed.voided, self.committed.held
 
     def problem(self, kind: str, message: str, seq: int, **where: Any) -> None:
         self.report.problems.append(Problem(kind, message, self.header.stream, self.report.part, seq, **where))
 
-    def lose_track(self) -> None:
-        """Stop checking progress rules: events were skipped, so the frontier is unknown."""
-        self.rules = None
-        self.committed = None
+    def broken(self, error: EventLogError) -> None:
+        """A rule the part's reader found broken."""
+        kind = "gap" if isinstance(error, SequenceError) else "progress"
+        self.problem(kind, error.reason, error.seq if error.seq is not None else self.report.last_seq + 1)
 
-    def check(self, entry: Entry) -> None:
-        """Check one event."""
+    def open(self, start: int, *, track_progress: bool) -> CheckedPart:
+        return CheckedPart(self.log, self.header, self.report.part, start=start, track_progress=track_progress,
+                           report=self.broken)
+
+    def check(self, entry: Entry, part: CheckedPart) -> None:
+        """Check one event's records, and note what a committed reader would void or hold back."""
+        if part.committed is not None:
+            self.report.void, self.report.held = part.voided, part.held
         ev, seq = entry.event, entry.seq
-        if isinstance(ev, Messages):
-            records = ev.records
-            try:  # every batch handed out must be safe to read: buffers as long as the row count says
-                records.validate(full=True)
-            except (ValueError, TypeError, OSError) as e:  # pyarrow.ArrowInvalid is a ValueError
-                place = _place(self.log, self.header.stream, self.report.part, seq)
-                self.problem("corrupt", f"Messages event does not hold valid records: {e}", seq,
-                             offset=place.get("offset"), path=place.get("path"), record=place.get("record"))
-                return
-            if records.num_rows == 0:
-                self.problem("messages", "Messages event without records", seq)
-            if not records.schema.equals(self.header.schema, check_metadata=False):
-                self.problem("messages", "records do not have the stream's schema", seq)
-            if self.rules is not None:
-                for broken in self.rules.messages_problems(seq, ev.time):
-                    self.problem("progress", broken.reason, seq)
+        if not isinstance(ev, Messages):
             return
-        if self.rules is None:
-            times = [t for t, _ in ev.updates]
-            if times != sorted(set(times)) or any(d == 0 for _, d in ev.updates):
-                self.problem("progress", "progress updates are not sorted by time, unique and non-zero", seq)
+        records = ev.records
+        try:  # every batch handed out must be safe to read: buffers as long as the row count says
+            records.validate(full=True)
+        except (ValueError, TypeError, OSError) as e:  # pyarrow.ArrowInvalid is a ValueError
+            place = _place(self.log, self.header.stream, self.report.part, seq)
+            self.problem("corrupt", f"Messages event does not hold valid records: {e}", seq,
+                         offset=place.get("offset"), path=place.get("path"), record=place.get("record"))
             return
-        for broken in self.rules.progress_problems(seq, ev.updates):
-            self.problem("progress", broken.reason, seq)
+        if records.num_rows == 0:
+            self.problem("messages", "Messages event without records", seq)
+        if not records.schema.equals(self.header.schema, check_metadata=False):
+            self.problem("messages", "records do not have the stream's schema", seq)
 
 
 def _resume_at(log: Log, stream: str, part: int, e: EventLogError, expected: int, tried: set[int]) -> int | None:
@@ -345,61 +324,61 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Advance | No
     except Exception as e:  # noqa: BLE001 - reported; reading may still find the events
         report.problems.append(problem_of(_unexpected_error(log, header, part, 1, e), stream, part))
     first_seq = stats.first_seq if stats is not None else 1
-    checker = _PartChecker(log, header, report, track_progress=first_seq == 1)
+    checker = _PartChecker(log, header, report)
     if first_seq > 1:
         checker.problem("gap", f"events 1..{first_seq - 1} are not in the log (the part starts at seq "
                         f"{first_seq})", 1)
     start = expected = first_seq
     report.last_seq = start - 1
+    track = first_seq == 1  # progress rules from the part's first event only (before it, the frontier is unknown)
     tried: set[int] = set()
+    frontier = None
     while True:
         if len(report.problems) >= max_problems:  # damage after damage: move on to the next part
             report.truncated = True
             break
-        reader = None
+        part_reader: CheckedPart | None = None
         try:
-            reader = log.reader(stream, part, start=start)
+            part_reader = checker.open(start, track_progress=track)
             for _ in range(_PASSES):  # a pass that read events may not report a torn tail behind them
                 read = 0
-                for entry in reader:
+                for entry in part_reader.read():
                     advance(1)
                     read += 1
                     report.events += 1
-                    if entry.seq != expected:
-                        checker.problem("gap", f"expected seq {expected}, read {entry.seq}", entry.seq)
-                        checker.lose_track()
-                    expected = report.last_seq = entry.seq
-                    expected += 1
-                    checker.check(entry)
-                    checker.follow_epochs(entry, reader.epoch)
+                    report.last_seq = entry.seq
+                    expected = entry.seq + 1
+                    checker.check(entry, part_reader)
                 if not read:
                     break
-            if reader.tail_problem:
-                checker.problem("torn-tail", f"torn tail: {reader.tail_problem}", expected)
+            if part_reader.tail_problem:
+                checker.problem("torn-tail", f"torn tail: {part_reader.tail_problem}", expected)
+            frontier = part_reader.frontier if part_reader.tracks_progress else None
             break
-        except Exception as e:  # noqa: BLE001 - every error is reported; verify goes on after it
+        except Exception as e:  # noqa: BLE001 - every error of the storage is reported; verify goes on after it
             err = e if isinstance(e, EventLogError) else _unexpected_error(log, header, part, expected, e)
             _add(report.problems, problem_of(err, stream, part))
-            checker.lose_track()
+            track = False  # events were skipped: the frontier is unknown from here
             resume = _resume_at(log, stream, part, err, expected, tried)
             if resume is None:
                 break
             start = expected = resume
         finally:
-            if reader is not None:
-                _count_duplicates(report, reader)
-                reader.close()
+            if part_reader is not None:
+                _count_duplicates(report, part_reader)
+                part_reader.close()
     if stats is not None and not report.problems and report.last_seq + 1 < stats.next_seq:
         checker.problem("gap", f"the log reports events up to seq {stats.next_seq - 1}, but reading stopped after "
                         f"seq {report.last_seq}", report.last_seq + 1)
-    report.frontier = checker.rules.frontier if checker.rules is not None else None
+    report.frontier = frontier
     return report
 
 
-def _count_duplicates(report: PartReport, reader: Any) -> None:
-    """Take what a part's reader dropped as duplicates into the report."""
-    report.duplicates += getattr(reader, "duplicates", 0)
-    for seq, offset in getattr(reader, "duplicate_records", ()):
+def _count_duplicates(report: PartReport, part: CheckedPart) -> None:
+    """Take what a part's reader (and the log's reader beneath it) dropped as duplicates into the report."""
+    beneath = part._reader
+    report.duplicates += part.duplicates + getattr(beneath, "duplicates", 0)
+    for seq, offset in getattr(beneath, "duplicate_records", ()):
         report.dropped.append(Problem("duplicate", f"seq {seq} read again and dropped (a retried write)",
                                       report.stream, report.part, seq, offset))
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from ..antichain import Antichain, MutableAntichain
+from ..antichain import Antichain
 from ..change_batch import ChangeBatch
 from ..errors import (
     HeaderMismatchError,
@@ -28,9 +28,9 @@ from ..errors import (
 from ..events import Messages, Progress
 from ..header import StreamHeader
 from ..log import Log, PartWriter, open_log
-from .reader import CheckedPart
 from ..records import Records, to_batch
 from ..time import Time, TimeType
+from .reader import CheckedPart
 
 _log = logging.getLogger("eventlog")
 

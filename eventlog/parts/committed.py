@@ -25,7 +25,6 @@ from typing import Iterable
 
 from ..events import Entry, Messages
 from ..time import Time
-
 from .rules import PartProgress, time_text
 
 ISOLATIONS = ("committed", "uncommitted")

@@ -27,10 +27,10 @@ whose turn it is; one that reads a part alone iterates ``read()``.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..antichain import Antichain
-from ..errors import SequenceError
+from ..errors import EventLogError, SequenceError
 from ..events import Entry, Messages, Progress
 from ..header import StreamHeader
 from ..time import Time
@@ -51,7 +51,11 @@ class CheckedPart:
     frontier is not restored. ``end`` (exclusive) stops the part there; ``until_ts`` stops it before its first
     event written after that instant (the part as it was then); ``since_ts`` starts it at the first event
     written at or after that instant (Kafka logs seek by record timestamp, other logs while restoring the
-    frontier), its frontier restored from every event before."""
+    frontier), its frontier restored from every event before.
+
+    ``report`` (a function taking an ``EventLogError``) is for a checker (``replay.verify``): every broken rule
+    is reported instead of raised and reading goes on; past a gap the frontier is unknown and progress rules are
+    no longer checked. Errors of the storage beneath (a checksum, a torn event) still raise."""
 
     def __init__(
         self,
@@ -66,21 +70,26 @@ class CheckedPart:
         track_progress: bool = True,
         since_ts: int | None = None,
         until_ts: int | None = None,
+        report: "Callable[[EventLogError], None] | None" = None,
     ) -> None:
         self.log, self.header, self.part, self.stream = log, header, part, header.stream
+        self._report = report
         self.end = end
         self.until_ts = until_ts
         self.progress_only = progress_only
         minimum = header.time_type.minimum
         self.rules: PartProgress | None = (PartProgress(minimum, stream=self.stream, part=part)
-                                           if track_progress else None)
-        """The part's progress as taken by the consumer (None without ``track_progress``)."""
+                                           if track_progress and report is None else None)
+        """The part's progress as taken by the consumer (None without ``track_progress``, or when reporting:
+        then the rules are applied to the raw events alone)."""
         committed = check_isolation(isolation) == "committed" and not progress_only and track_progress
         self.committed: CommittedPart | None = (CommittedPart(minimum, stream=self.stream, part=part)
                                                 if committed else None)
-        """The committed-read filter (None when reading uncommitted, progress only or untracked)."""
+        """The committed-read filter (None when reading uncommitted, progress only or untracked; when reporting,
+        it only counts what a committed reader would void or hold back)."""
         self._raw = (PartProgress(minimum, stream=self.stream, part=part)
-                     if track_progress and self.committed is None else None)  # raw rules without the filter
+                     if track_progress and (self.committed is None or report is not None) else None)
+        """The rules applied to raw events where the committed view does not apply them."""
         self.start = start
         scan_ts = since_ts
         seek = getattr(log, "seq_for_timestamp", None)
@@ -101,6 +110,7 @@ class CheckedPart:
         self._queue: collections.deque[Entry] = collections.deque()
         self._it: Iterator[Entry] | None = None
         self._stashed: Entry | None = None  # read from the log at or past ``end``: the first raw event after it
+        self._error: Exception | None = None  # what the log's reader raised after the events queued before it
 
     def _restore(self, scan_ts: int | None) -> None:
         """Rebuild the frontier from the Progress events before ``start`` (or, with ``scan_ts``, before the
@@ -113,10 +123,11 @@ class CheckedPart:
                 if entry.seq <= last:
                     continue
                 updates = entry.event.updates  # type: ignore[union-attr]
-                self.rules.progress(entry.seq, updates)  # type: ignore[union-attr]
+                if self.rules is not None:
+                    self.rules.progress(entry.seq, updates)
                 if self.committed is not None:
                     self.committed.restore(updates, entry.seq)
-                elif self._raw is not None:
+                if self._raw is not None:
                     self._raw.progress(entry.seq, updates)
                 last = entry.seq
         if scan_ts is not None:
@@ -133,18 +144,25 @@ class CheckedPart:
 
     # -- state ---------------------------------------------------------------------------------------------
 
+    def _progress(self) -> PartProgress:
+        rules = self.rules or self._raw
+        if rules is None:
+            raise ValueError("a part read without track_progress (or past a gap it reported) has no frontier")
+        return rules
+
+    @property
+    def tracks_progress(self) -> bool:
+        """True while the part's frontier is known (not without ``track_progress``, nor past a reported gap)."""
+        return self.rules is not None or self._raw is not None
+
     @property
     def frontier(self) -> Antichain:
         """The part's frontier after the events taken so far (empty: the part finished)."""
-        if self.rules is None:
-            raise ValueError("a part read without track_progress has no frontier")
-        return self.rules.frontier
+        return self._progress().frontier
 
     def counts(self) -> tuple[tuple[Time, int], ...]:
         """The capability counts of the part after the events taken so far, by time."""
-        if self.rules is None:
-            raise ValueError("a part read without track_progress has no frontier")
-        return self.rules.counts()
+        return self._progress().counts()
 
     @property
     def finished(self) -> bool:
@@ -209,6 +227,9 @@ class CheckedPart:
         """Read raw events until ``limit`` events are queued (None: every event there now, up to ``end``) or
         the part has nothing more now; returns the raw events read. Each raw event is checked (sequence id,
         progress rules) and passed through the committed view."""
+        if self._error is not None:  # met after events that were handed out first
+            error, self._error = self._error, None
+            raise error
         got = 0
         while limit is None or len(self._queue) < limit:
             if self.at_end:
@@ -222,6 +243,12 @@ class CheckedPart:
                     entry = next(self._it)
                 except StopIteration:
                     self._it = None  # the next fill polls the part again
+                    break
+                except Exception as e:
+                    if not self._queue:
+                        raise
+                    self._error = e  # the events before it go out first; the next fill raises it
+                    self._it = None
                     break
             if self._admit(entry):
                 break  # not counted: it lies past ``end``
@@ -240,9 +267,14 @@ class CheckedPart:
             self.duplicates += 1
             return False
         if entry.seq != self.raw_last + 1 and not self.progress_only:
-            raise SequenceError(f"gap in sequence ids: expected {self.raw_last + 1}, got {entry.seq}",
-                                stream=self.stream, part=self.part, seq=entry.seq)
+            self._broken(SequenceError(f"gap in sequence ids: expected {self.raw_last + 1}, got {entry.seq}",
+                                       stream=self.stream, part=self.part, seq=entry.seq))
+            self.rules = self._raw = self.committed = None  # reporting: the frontier is unknown past a gap
         self.raw_last = entry.seq
+        if self._report is not None:
+            self._check_reporting(entry)
+            self._queue.append(entry)
+            return False
         if self.committed is not None:
             self._queue.extend(self.committed.push(entry, self.reader.epoch))  # checks the rules on every raw event
             return False
@@ -254,6 +286,29 @@ class CheckedPart:
                 self._raw.progress(entry.seq, ev.updates)
         self._queue.append(entry)
         return False
+
+    def _broken(self, error: EventLogError) -> None:
+        """A rule is broken: raise ``error``, or, reporting, report it and go on."""
+        if self._report is None:
+            raise error
+        self._report(error)
+
+    def _check_reporting(self, entry: Entry) -> None:
+        """Reporting: every rule the raw event breaks is reported (the updates of a Progress event are applied
+        unless a count would become negative); the committed view only counts what it would void or hold."""
+        ev = entry.event
+        if self._raw is not None:
+            if isinstance(ev, Messages):
+                broken = self._raw.messages_problems(entry.seq, ev.time)
+            else:
+                broken = self._raw.progress_problems(entry.seq, ev.updates)
+            for error in broken:
+                self._report(error)  # type: ignore[misc]
+        if self.committed is not None:
+            try:
+                self.committed.push(entry, self.reader.epoch)
+            except EventLogError:  # reported above: the committed view stops at the first broken rule
+                self.committed = None
 
     def peek(self) -> Entry | None:
         """The next event to take, reading if none is queued (None: nothing more now)."""
@@ -292,8 +347,8 @@ class CheckedPart:
             got = self.fill(_CHUNK)
             while self._queue:
                 yield self._queue.popleft()
-            if not got or self.at_end or (self._it is None and self.end is None):
-                return
+            if self._error is None and (not got or self.at_end or (self._it is None and self.end is None)):
+                return  # (an error met after the events handed out is raised by the next fill)
 
     def read(self) -> Iterator[Entry]:
         """The events there now (``pull``), each taken as it is yielded; calling it again continues with events
