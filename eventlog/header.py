@@ -27,8 +27,10 @@ from .limits import MAX_HEADER_BYTES, MAX_PEERS, MAX_SCHEMA_DEPTH, MAX_SCHEMA_FI
 from .time import TimeType
 
 FORMAT_VERSION: tuple[int, int] = (1, 2)
-"""The format version this code writes to file and memory logs: ``(major, minor)``. Kafka logs write
-``connectors.kafka.KAFKA_FORMAT_VERSION`` (2.0). See schemas/FORMAT.md, "Version rules"."""
+"""The default version of a ``StreamHeader`` made in code and of the ``Log`` base class: ``(major, minor)``. No
+log writes it for the streams it creates: each stores its own version (file and memory logs
+``connectors.files.log.FILE_FORMAT_VERSION``, Kafka logs ``connectors.kafka.KAFKA_FORMAT_VERSION``, both 2.0).
+See schemas/FORMAT.md, "Version rules"."""
 
 READABLE_MAJORS: tuple[int, ...] = (1, 2)
 """The major versions a stream header may carry (each log kind says which of them its layout defines)."""

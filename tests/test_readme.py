@@ -343,7 +343,7 @@ def test_make_commands_are_the_ones_shown():
         for var in (w.split("=")[0] for w in words[2:] if "=" in w and not w.startswith("#")):
             assert f"$({var})" in (ROOT / "Makefile").read_text(), f"make {words[1]}: {var} is not used"
     stamp = targets["$(STAMP)"]
-    assert '-m pip install --quiet -e ".[all,test]"' in stamp  # "installs eventlog" with every extra
+    assert '-m pip install --quiet -e ".[all,test,lint]"' in stamp  # "installs eventlog" with every extra
     assert "$(STAMP)" in targets["demo"] and "$(STAMP)" in targets["test"]
     assert "examples/demo.py --log ./demo-log" in targets["demo"]
     assert "tools/kafka-broker start" in targets["test"] and "-m pytest" in targets["test"]

@@ -1,11 +1,13 @@
 """The file log: a directory per stream, a folder per part, size-rotated segments named by first sequence id.
 
-::
+Format 2.0 (``layout.py``; a stream folder is a dataset third-party readers open)::
 
-    <root>/<stream>/header.json
-    <root>/<stream>/part-00003/00000000000000000001.arrows   (or .avro)
-    <root>/<stream>/part-00003/00000000000000000001.index
-    <root>/<stream>/part-00003/00000000000000004711.arrows   (next segment, first seq 4711)
+    <root>/<stream>/_header.json
+    <root>/<stream>/part=3/00000000000000000001.arrow           (or .avro)
+    <root>/<stream>/part=3/_00000000000000000001.index
+    <root>/<stream>/part=3/00000000000000004711.arrow           (next segment, first seq 4711)
+
+Format 1.x streams (``header.json``, ``part-00003/…arrows``) stay readable and are appended to as 1.x.
 
 Each writer session starts a new segment, so a segment is never appended to after its writer closed or
 crashed; reopening a part first repairs its newest segment (``writer.py``). Readers follow live parts

@@ -65,7 +65,7 @@ def frontier(uri: str, stream: str, plot_path: str | None, moves_only: bool, as_
     step line per part and the merged frontier against the wall clock (x: write time, UTC; y: frontier time;
     product times get one panel per component of the frontier's lower bound), and beneath them the lag of
     each completed time: from its first record's write to the write that completed it. Without write times
-    (format 1.x file logs, memory logs) x is the progress events in replay order, and there is no lag panel.
+    (format 1.x file logs) x is the progress events in replay order, and there is no lag panel.
     --since-ts shows the events written since then (the frontiers still count every earlier one);
     --until-ts shows the stream as it was then.
 
