@@ -73,7 +73,7 @@ def main() -> None:
     if args.spark:
         spark = start_spark("runtime-wordcount", args.master, {
             "spark.ui.showConsoleProgress": "false",
-            "spark.python.daemon.module": "runtime.spark_daemon",
+            "spark.python.daemon.module": "runtime.executors.spark_daemon",
         }, args.conf)
         spark.sparkContext.setLogLevel("FATAL")
     kind = "kill" if args.spark else "raise"

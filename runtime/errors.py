@@ -81,7 +81,7 @@ class LocationError(RuntimeJobError, ValueError):
 class StoreUnavailableError(CheckpointError, StorageUnavailableError):
     """The object store holding the job's checkpoints and sinks' staging files failed a request for another
     reason than a missing object — it does not answer, refuses the request or times out, after its client's own
-    retries (``runtime.statefs``). The message names the object and the host that asked. A task that hits it
+    retries (``runtime.checkpoints.storage``). The message names the object and the host that asked. A task that hits it
     fails its generation (the driver restarts it from the last checkpoint); a driver that hits it fails the run
     with it."""
 

@@ -1,6 +1,6 @@
 """Running a job, and restarting it after failures (the driver's failover loop).
 
-``run_job`` (what ``Job.run`` calls) runs the job graph as a sequence of *generations*. Before each
+``run_job`` (what ``Job.run`` calls) runs the plan of a job graph as a sequence of *generations*. Before each
 generation the driver chooses the checkpoint to restore (``CheckpointStore.select``): the newest complete
 one that verifies — every file decodes, passes its checksum and is accepted by its operator, nothing run
 from it — falling back to the previous complete checkpoint when the newest is damaged (each skipped one is
@@ -21,7 +21,7 @@ same way. The run ends when the sources finished and the sinks committed the fin
 
 The driver's own checkpoint-store work — counters, manifests, pruning, choosing where to restore — is not
 retried: when it fails (on S3: ``StoreUnavailableError``, the store did not answer after its client's retries;
-``CheckpointError`` when another driver of the job changed its counters, ``runtime.state``) the driver fails
+``CheckpointError`` when another driver of the job changed its counters, ``runtime.checkpoints.store``) the driver fails
 the generation, lets its tasks end (Spark's job group cancelled, tasks aborted at their next heartbeat) and
 raises that error. A task's failure to reach the store only fails its generation: the restart reads the
 counters first, so a store that stays down ends the run with ``StoreUnavailableError`` within a few of the
@@ -31,7 +31,7 @@ Before anything is created, every location is checked (``runtime.locations.check
 path or ``memory://`` on Spark, an unsupported scheme raise ``LocationError``; checkpoints may be on S3). Before each generation the
 driver leaves a run mark in the checkpoint store and the generation's file channels, which every task checks
 before it starts; on Spark it then waits up to ``slot_timeout`` seconds for a task slot per operator
-instance (``runtime.spark``) — after a lost executor, until its replacement registered.
+instance (``runtime.executors.spark``) — after a lost executor, until its replacement registered.
 """
 
 from __future__ import annotations
@@ -39,18 +39,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .channels import open_channel_store
+from .channels.factory import open_channel_store
+from .channels.writer import WriterSettings
+from .checkpoints.marks import new_token, write_mark
+from .checkpoints.store import CheckpointStore
 from .errors import FinishedOutputError, JobFailedError, RescaleError, UnreachableLocationError, UnstorableStateError
+from .executors.local import LocalExecutor
+from .executors.spark import SparkExecutor
 from .faults import FaultPlan
-from .locations import check_locations, new_token, write_mark
+from .graph import Plan
+from .locations import check_locations
 from .master import JobMaster
-from .state import CheckpointStore
-from .writer import WriterSettings
-
-if TYPE_CHECKING:
-    from .graph import Job
 
 _log = logging.getLogger("runtime")
 
@@ -127,12 +128,12 @@ def _fatal(reason: str) -> BaseException | None:
     return None
 
 
-def _check_restore(manifest: dict[str, Any] | None, job: "Job") -> None:
+def _check_restore(manifest: dict[str, Any] | None, plan: Plan) -> None:
     if manifest is None:
         return
-    if manifest["key_groups"] != job.key_groups:
-        raise RescaleError(f"the checkpoint of job {job.name!r} has {manifest['key_groups']} key groups; the job "
-                           f"now has {job.key_groups} (key groups are fixed for the life of a job's checkpoints)")
+    if manifest["key_groups"] != plan.key_groups:
+        raise RescaleError(f"the checkpoint of job {plan.name!r} has {manifest['key_groups']} key groups; the job "
+                           f"now has {plan.key_groups} (key groups are fixed for the life of a job's checkpoints)")
 
 
 def _end_generation(master: JobMaster, handle: Any, reason: str, wait: float = 30.0) -> None:
@@ -145,30 +146,23 @@ def _end_generation(master: JobMaster, handle: Any, reason: str, wait: float = 3
         handle.wait(0.05)
 
 
-def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoint_interval: float | None,
+def run_job(plan: Plan, spark: Any, *, channels: str, checkpoints: str, checkpoint_interval: float | None,
             max_restarts: int, faults: FaultPlan | None, writer: WriterSettings | None,
             stop_after_checkpoints: int | None, timeout: float | None, heartbeat_interval: float,
-            chaining: bool = False, restart_backoff: RestartBackoff | None = None,
-            slot_timeout: float = 60.0) -> JobResult:
-    """Run ``job`` (see ``Job.run`` and the module doc)."""
-    plan = job.plan(chaining)
+            restart_backoff: RestartBackoff | None = None, slot_timeout: float = 60.0) -> JobResult:
+    """Run the job of ``plan`` (``Job.plan``; see ``Job.run`` and the module doc)."""
+    job = plan.name
     check_locations(plan, channels=channels, checkpoints=checkpoints, on_spark=spark is not None)
     backoff = restart_backoff or RestartBackoff()
     operators = {name: node.make() for name, node in plan.nodes.items()}   # only to verify restored state
-    store = CheckpointStore(checkpoints, job.name)
-    chan = open_channel_store(channels, job.name)
+    store = CheckpointStore(checkpoints, job)
+    chan = open_channel_store(channels, job)
     settings = writer or WriterSettings()
     faults = faults or FaultPlan()
     master = JobMaster(plan, store, checkpoint_interval=checkpoint_interval,
                        stop_after_checkpoints=stop_after_checkpoints)
-    if spark is None:
-        from .local import LocalExecutor
-
-        executor: Any = LocalExecutor(master)
-    else:
-        from .spark import SparkExecutor
-
-        executor = SparkExecutor(spark, master, slot_timeout=slot_timeout)
+    executor: LocalExecutor | SparkExecutor = (LocalExecutor(master) if spark is None else
+                                               SparkExecutor(spark, master, slot_timeout=slot_timeout))
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     failures: list[str] = []
@@ -184,9 +178,9 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             generation = store.next_generation()
             manifest, skipped = store.select(operators)
             for e in skipped:
-                _log.warning("job %s: checkpoint passed over: %s", job.name, e)
+                _log.warning("job %s: checkpoint passed over: %s", job, e)
                 fallbacks.append(str(e))
-            _check_restore(manifest, job)
+            _check_restore(manifest, plan)
             restored.append(manifest["checkpoint"] if manifest else None)
             chan.prepare(generation, [c.name for c in plan.channels])
             token = new_token()
@@ -194,7 +188,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             chan.mark(generation, token)
             master.begin(generation, manifest)
             gen_starts.append(time.time())
-            _log.info("job %s generation %d starts from checkpoint %s", job.name, generation,
+            _log.info("job %s generation %d starts from checkpoint %s", job, generation,
                       manifest["checkpoint"] if manifest else None)
             handle = executor.start(plan, generation, manifest, attempt=attempt, channels=channels,
                                     checkpoints=checkpoints, settings=settings, faults=faults,
@@ -232,16 +226,16 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
             if fatal is not None:
                 raise fatal
             if deadline is not None and time.monotonic() > deadline:
-                raise JobFailedError(f"job {job.name!r} did not finish within {timeout} s: {reason}")
+                raise JobFailedError(f"job {job!r} did not finish within {timeout} s: {reason}")
             if len(failures) > max_restarts:
-                raise JobFailedError(f"job {job.name!r} failed {len(failures)} times (max_restarts="
+                raise JobFailedError(f"job {job!r} failed {len(failures)} times (max_restarts="
                                      f"{max_restarts}); last failure: {reason}")
             streak = 1 if master.coordinator.completed_in_generation else streak + 1
             delay = backoff.delay(streak)
             if deadline is not None:
                 delay = max(0.0, min(delay, deadline - time.monotonic()))
             delays.append(delay)
-            _log.info("job %s generation %d failed (%s); restarting in %.3f s", job.name, generation, reason, delay)
+            _log.info("job %s generation %d failed (%s); restarting in %.3f s", job, generation, reason, delay)
             time.sleep(delay)
             attempt += 1
         if master.status == "finished":
@@ -249,7 +243,7 @@ def run_job(job: "Job", spark: Any, *, channels: str, checkpoints: str, checkpoi
         tasks = dict(master.task_stats)
         tasks.update(handle.stats())
         c = master.coordinator
-        return JobResult(job.name, master.status, attempt + 1, len(failures), failures, c.completed_in_run,
+        return JobResult(job, master.status, attempt + 1, len(failures), failures, c.completed_in_run,
                          c.completed_id, time.monotonic() - started, list(c.durations), tasks, failure_times,
                          gen_starts, delays, fallbacks, restored, list(getattr(executor, "slot_waits", [])))
     finally:

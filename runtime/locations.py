@@ -1,10 +1,10 @@
-"""Where a run keeps its checkpoints, channels, inputs and outputs, and how a task knows it sees them.
+"""Where a run keeps its checkpoints, channels, inputs and outputs: checked before the run starts.
 
-**Before a run starts** (``check_locations``) every location is checked against what can work:
+``check_locations`` checks every location against what can work:
 
 | kind | accepted | on Spark also |
 |---|---|---|
-| checkpoints | a path, ``file://`` or ``s3://bucket/prefix`` (``runtime.statefs``) | absolute paths only |
+| checkpoints | a path, ``file://`` or ``s3://bucket/prefix`` (``runtime.checkpoints.storage``) | absolute paths only |
 | channels | a path, ``file://`` or ``kafka://`` (object stores cannot carry channels) | absolute paths only |
 | inputs (``from_log``), outputs (``to_log``) | any log URI (``open_log``) | no relative path, no ``memory://`` |
 
@@ -15,32 +15,18 @@ Python worker's memory: the job would hang or its output vanish, so both raise `
 Other object stores than S3 (``gs://``, ``abfs://``, ``hdfs://``, …) are refused for checkpoints: their writes
 were not shown to be atomic through the runtime's seam, nor do they have its conditional writes.
 
-**While it runs**, the driver writes a *run mark* — the generation and a random token — into the folders it
-prepared for a generation: the checkpoint store (a local folder or an S3 prefix) and the generation's file
-channels (``write_mark``). Each task reads the marks back before it starts (``check_mark``); a task on a host
-that does not share the disk — or that reaches another S3 endpoint or bucket than the driver's, or none (no
-credentials, the store does not answer) — finds no mark (or another run's) and fails with
-``UnreachableLocationError`` naming the folder and its host, instead of writing checkpoints and channel data
-nobody else sees.
+While it runs, the tasks check that they see the folders the driver prepared: run marks
+(``runtime.checkpoints.marks``).
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-import socket
-from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from .errors import CheckpointCorruptError, LocationError, StoreUnavailableError, UnreachableLocationError
-from .statefile import encode_document, read_document
-from .statefs import SUPPORTED_OBJECT_STORES, local_path, state_location_problem, open_state_fs
-
-if TYPE_CHECKING:
-    from .graph import Plan
-
-MARK = "_RUN"
-"""File name of the run mark in a prepared folder."""
+from .checkpoints.storage import SUPPORTED_OBJECT_STORES, local_path, state_location_problem
+from .errors import LocationError
+from .graph import Plan
 
 OBJECT_STORE_SCHEMES = frozenset({"s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss"})
 """Schemes of ``pyarrow.fs`` filesystems, which ``open_log`` accepts for inputs and outputs."""
@@ -101,49 +87,3 @@ def check_locations(plan: Plan, *, channels: str, checkpoints: str, on_spark: bo
             raise _refuse(kind, uri, f"{scheme}:// is not a log URI (a path, file://, kafka://, memory:// or a "
                                      f"pyarrow.fs filesystem: {', '.join(sorted(OBJECT_STORE_SCHEMES))})")
         _check_path(kind, uri, on_spark)
-
-
-def new_token() -> str:
-    """A random token for one generation's run marks."""
-    return secrets.token_hex(8)
-
-
-def write_mark(folder: str, generation: int, token: str) -> None:
-    """Write the run mark of ``generation`` into ``folder`` — a local path or an ``s3://`` location
-    (``runtime.statefs``) — (the driver, before the generation's tasks start)."""
-    fs, path = open_state_fs(folder)
-    fs.make_dirs(path)
-    fs.write(fs.join(path, MARK), encode_document("run", {"generation": generation, "token": token}))
-
-
-def check_mark(folder: str, generation: int, token: str, *, what: str, uri: str, task: str) -> None:
-    """Raise ``UnreachableLocationError`` unless ``folder`` (a local path or an ``s3://`` location) holds the
-    run mark of ``generation`` with ``token`` (a task, before it starts); ``what`` names the folder's role,
-    ``uri`` the location the user gave."""
-    why = None
-    objects = False
-    try:
-        fs, folder_path = open_state_fs(folder)
-        objects = fs.objects
-        path = fs.join(folder_path, MARK)
-        shown = fs.display(path)
-        if not fs.exists(path):
-            why = f"{shown} does not exist here"
-        else:
-            try:
-                body = read_document(path, "run", limit=4096, fs=fs)
-            except CheckpointCorruptError as e:
-                why = f"{shown} cannot be read: {e.reason}"
-            else:
-                if body.get("generation") != generation or body.get("token") != token:
-                    why = f"{shown} holds another run's mark (generation {body.get('generation')})"
-    except StoreUnavailableError as e:
-        objects = True
-        why = f"the store cannot be reached: {e}"
-    if why is not None:
-        where = ("the object store must be reachable from every executor with the driver's endpoint, bucket and "
-                 "credentials (the AWS_* settings in spark.executorEnv.*)" if objects else
-                 "the location must be on a disk every executor shares with the driver (or, for channels, kafka://)")
-        raise UnreachableLocationError(
-            f"task {task} on host {socket.gethostname()} does not see the {what} {uri!r} the driver prepared for "
-            f"generation {generation}: {why}; {where}")

@@ -6,7 +6,7 @@ generation, the bytes it consumed per input channel (acknowledgements for its wr
 checkpoints it saved since the last heartbeat, the commit horizon it handled (``committed``: its sinks
 committed output up to it), whether its input is finished, and a failure if it is failing. The reply holds
 the last checkpoint triggered (sources inject its barrier), the last one complete (readers trim), the commit
-horizon (``commit``: sinks commit up to it, ``runtime.state``), ``stop`` (the job is done), ``abort`` (the
+horizon (``commit``: sinks commit up to it, ``runtime.checkpoints.store``), ``stop`` (the job is done), ``abort`` (the
 generation is over: another task failed), and the acknowledged bytes of the task's output channels.
 
 Transport: in-process tasks call ``JobMaster.handle`` directly (``LocalClient``); Spark tasks connect to
@@ -35,9 +35,9 @@ import threading
 import time
 from typing import Any
 
-from .checkpoint import CheckpointCoordinator
+from .checkpoints.coordinator import CheckpointCoordinator
+from .checkpoints.store import CheckpointStore
 from .graph import Plan
-from .state import CheckpointStore
 
 _log = logging.getLogger("runtime.master")
 

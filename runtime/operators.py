@@ -6,8 +6,8 @@ Records are Arrow record batches at a time (``(time, pa.RecordBatch)``); row fun
 may hold back its output frontier (``hold``) for times it will still emit at; the task's output frontier is
 the meet of the two. Stateful operators snapshot their state at checkpoint barriers as
 ``{"keyed": {name: pa.Table}, "parts": {part: …}, "instance": …}`` — tagged JSON and Arrow tables, which
-load without running code (``runtime.statefile``); each keyed table has a ``group`` column
-(``runtime.keyedstate``) — so that a restart with another parallelism can hand each key group (or part) to
+load without running code (``runtime.checkpoints.formats``); each keyed table has a ``group`` column
+(``runtime.checkpoints.keyedstate``) — so that a restart with another parallelism can hand each key group (or part) to
 the instance that now owns it. A restored state has a *list* of tables per name (one per old instance).
 """
 
@@ -22,9 +22,10 @@ import pyarrow as pa
 from eventlog.antichain import Antichain
 from replay.keyhash import Key
 
+from .checkpoints.keyedstate import check_serializer, decode_table, encode_table
+from .checkpoints.keygroups import key_groups_of_values
+from .checkpoints.store import StateCheck
 from .errors import CheckpointCorruptError
-from .keygroups import key_groups_of_values
-from .keyedstate import check_serializer, decode_table, encode_table
 
 RowFn = Callable[[dict[str, Any]], Any]
 
@@ -47,28 +48,13 @@ class OperatorContext:
     """The run of the job graph (increases at every restart)."""
     checkpoint_dir: str
     """The job's checkpoint directory (sinks stage pre-committed output under it): a local path or an
-    ``s3://bucket/prefix/job`` location (``runtime.statefs.open_state_fs`` opens either)."""
+    ``s3://bucket/prefix/job`` location (``runtime.checkpoints.storage.open_state_fs`` opens either)."""
     emit: Callable[[int, pa.RecordBatch], None] = field(repr=False, default=lambda t, b: None)
     """Sends records downstream at a time (not behind the output frontier)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Runtime services (the fault plan, timing hooks)."""
     commit_horizon: int = 0
     """Output of checkpoints up to this id may be committed at ``open`` (``Operator.notify_complete``)."""
-
-
-@dataclass(frozen=True)
-class StateCheck:
-    """Where a restored state comes from, for ``Operator.verify_state``."""
-
-    node: str
-    """The operator's name."""
-    where: str
-    """The snapshot file (or checkpoint directory, for a state merged from several files) it was read from."""
-    checkpoint_dir: str
-    """The job's checkpoint directory (sinks' staging files live under it): a local path or an ``s3://``
-    location (``OperatorContext.checkpoint_dir``)."""
-    horizon: int
-    """Output of checkpoints up to this id may already be committed (``runtime.state``)."""
 
 
 def check_state(ok: bool, what: str, where: str) -> None:
@@ -107,7 +93,7 @@ class Operator:
 
     def snapshot(self, checkpoint: int) -> dict[str, Any] | None:
         """The instance's state at a checkpoint barrier (None: stateless): tagged JSON values and Arrow
-        tables (``runtime.statefile``); anything else fails the checkpoint (``UnstorableStateError``)."""
+        tables (``runtime.checkpoints.formats``); anything else fails the checkpoint (``UnstorableStateError``)."""
         return None
 
     def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
@@ -238,7 +224,7 @@ class KeyedAggregateOp(Operator):
         self.window = window
         self.schema = schema
         self.serializer = check_serializer(serializer)
-        """How checkpoints store the values (``runtime.keyedstate``): ``auto``, ``arrow``, ``json`` or, by
+        """How checkpoints store the values (``runtime.checkpoints.keyedstate``): ``auto``, ``arrow``, ``json`` or, by
         explicit opt-in only, ``pickle``."""
         self._state: dict[Any, Any] = {}                 # key -> running aggregate (no window)
         self._pending: dict[int, dict[Any, Any]] = {}    # time or window start -> key -> partial

@@ -1,24 +1,23 @@
 """Sinks with exactly-once output: output is staged per checkpoint epoch and committed when it completes.
 
-A sink writes ``parts`` output parts (default: its parallelism at the first run; fixed afterwards, kept
-in checkpoints); instance ``j`` of ``P`` owns the parts ``p % P == j`` and spreads its input over them.
-Between two barriers, everything a part receives (record batches and, for log sinks, frontier changes) is
-staged in a file of that *epoch* under the checkpoint directory (``<checkpoints>/<job>/staging/<sink>/p<part>/``,
-concatenated bundles; ``runtime.statefs``): on the local disk appended as it comes and fsynced at the barrier;
-on S3, which cannot append, kept in memory and put as one object at the barrier (so a part holds one epoch's
-output in memory). The
-barrier's snapshot lists the part's staged epochs not yet committed, with their item counts, byte sizes and
-CRC-32s, and ``base``: the output position where the first of them starts. The sink *commits* an epoch —
-checks its file's size and CRC, appends its items to the output, deletes the file — once the job can no
-longer restore from before the epoch's checkpoint: when a later checkpoint is complete too (the job keeps
-the previous complete checkpoint to fall back to if the latest one is damaged, so output waits one more
-checkpoint), or the checkpoint is final, or the job stops at it (``runtime.state``, the commit horizon).
+A sink writes ``parts`` output parts (default: its parallelism at the first run; fixed afterwards, kept in
+checkpoints); instance ``j`` of ``P`` owns the parts ``p % P == j`` and spreads its input over them. Between two
+barriers, everything a part receives (record batches and, for log sinks, frontier changes) is staged in a file of
+that *epoch* under the checkpoint directory (``<checkpoints>/<job>/staging/<sink>/p<part>/``, concatenated bundles;
+``runtime.checkpoints.storage``): on the local disk appended as it comes and fsynced at the barrier; on S3, which
+cannot append, kept in memory and put as one object at the barrier (so a part holds one epoch's output in memory).
+The barrier's snapshot lists the part's staged epochs not yet committed, with their item counts, byte sizes and
+CRC-32s, and ``base``: the output position where the first of them starts. The sink *commits* an epoch — checks its
+file's size and CRC, appends its items to the output, deletes the file — once the job can no longer restore from
+before the epoch's checkpoint: when a later checkpoint is complete too (the job keeps the previous complete
+checkpoint to fall back to if the latest one is damaged, so output waits one more checkpoint), or the checkpoint is
+final, or the job stops at it (``runtime.checkpoints.store``, the commit horizon).
 
 Commits are idempotent, so a restart simply commits again every epoch its restored state lists: the output
 position (a log part's next sequence id; a callable sink's delivered-item cursor, saved after each item)
 says how much of an epoch was already committed, and only the rest is written. Output after the
 checkpoint a restart restores from was never committed, so it is neither lost (the restarted job produces it
-again) nor duplicated. The callable sink's cursor is a checksummed JSON document (``runtime.statefile``)
+again) nor duplicated. The callable sink's cursor is a checksummed JSON document (``runtime.checkpoints.formats``)
 plus, on a local disk, a log of checksummed records appended after each call (``CallableSink``).
 
 Every staged file is checked before anything is delivered from it: its size (from a stat or the object's
@@ -34,26 +33,57 @@ import re
 import struct
 import time as _time
 import zlib
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
+from capture import Capture
 from eventlog import bundle
 from eventlog.antichain import Antichain
 from eventlog.errors import PartLockedError, ProgressError, StreamNotFoundError
+from eventlog.log import open_log
 
+from .channels.payload import decode_batch, decode_frontier, encode_batch, encode_frontier
+from .checkpoints.formats import encode_document, read_document
+from .checkpoints.keygroups import parts_of_instance
+from .checkpoints.storage import StateFs, open_state_fs
+from .checkpoints.store import StateCheck
 from .errors import CheckpointCorruptError, CheckpointError, FinishedOutputError, RescaleError
-from .keygroups import parts_of_instance
-from .operators import Operator, OperatorContext, StateCheck, check_state, int_keyed, is_int
-from .payload import decode_batch, decode_frontier, encode_batch, encode_frontier
-from .state import read_bundles
-from .statefile import encode_document, read_document
-from .statefs import StateFs, open_state_fs
+from .operators import Operator, OperatorContext, check_state, int_keyed, is_int
 
 _ITEM_DATA = bundle.MSG_DATA
 _ITEM_FRONTIER = bundle.MSG_EVENT_PROGRESS
 _EPOCH_FILE = re.compile(r"^g\d{6,}-after\d{10,}\.bundles$")
 _CHUNK = 1 << 20
+_HEADER = struct.Struct("<IQQIII")
+
+
+def read_bundles(path: str, fs: StateFs, size: int | None = None) -> Iterator[tuple[int, memoryview]]:
+    """``(message type, payload)`` of each single-message bundle in a staging file, reading one at a time;
+    ``size``: the file's size when known (checked), which bounds every length read from it."""
+    where = fs.display(path)
+    left = fs.size(path) if size is None else size
+    with fs.open_read(path) as f:
+        while True:
+            head = f.read(32)
+            if not head:
+                return
+            if len(head) < 32:
+                raise CheckpointError("torn bundle at the end of a staging file", path=where)
+            raw = _HEADER.unpack(head)[5]
+            if raw > left - 32:     # bounded before anything is allocated for it
+                raise CheckpointError("torn bundle at the end of a staging file (it declares more bytes than the "
+                                      "file has)", path=where)
+            body = f.read(raw)
+            if len(body) < raw:
+                raise CheckpointError("torn bundle at the end of a staging file", path=where)
+            left -= 32 + raw
+            try:
+                b = bundle.decode(head + body)
+            except bundle.BundleError as e:
+                raise CheckpointError(f"bad bundle in a staging file: {e}", path=where) from None
+            for i in range(b.count):
+                yield int(b.types[i]), b.payload(i)
 
 
 def _file_sum(fs: StateFs, path: str, limit: int) -> tuple[int, int]:
@@ -101,7 +131,7 @@ class _Part:
         self.base = base                     # output position where pending[0] starts
         self.pending: list[tuple[int, str, int, int, int]] = pending   # (checkpoint, file, items, size, crc)
         self.frontier = frontier             # the staged frontier (log sinks)
-        self.out: Any = None                 # the open epoch file (runtime.statefs: a local file or an object's bytes)
+        self.out: Any = None                 # the open epoch file (StateFs.stage: a local file or an object's bytes)
         self.path: str | None = None
         self.count = 0                       # items in the open epoch file
         self.size = 0                        # its bytes
@@ -421,9 +451,6 @@ class LogSink(StagedSink):
         self.lock_timeout = lock_timeout
 
     def _open_parts(self, parts: list[int]) -> None:
-        from capture import Capture
-        from eventlog.log import open_log
-
         self._log = open_log(self.uri)
         if self.schema is None:
             try:

@@ -22,9 +22,12 @@ import pyarrow as pa
 
 from eventlog.errors import ProgressError
 from eventlog.events import Messages
+from eventlog.log import open_log
+from replay.replayer import Replayer
 
-from .keygroups import parts_of_instance
-from .operators import OperatorContext, StateCheck, check_state, int_keyed, is_int, to_batch
+from .checkpoints.keygroups import parts_of_instance
+from .checkpoints.store import StateCheck
+from .operators import OperatorContext, check_state, int_keyed, is_int, to_batch
 
 
 class Advance(NamedTuple):
@@ -155,9 +158,6 @@ class LogSource(Source):
         self.poll_interval = poll_interval
 
     def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
-        from eventlog.log import open_log
-        from replay.replayer import Replayer
-
         super().open(ctx, state)
         self._log = open_log(self.uri)
         saved = (state or {}).get("parts", {})

@@ -5,7 +5,7 @@ calls the operator, routes emitted batches to the output writers (forward, round
 and moves the output frontier (the meet of the input frontier and what the operator holds back, or the
 source's frontier). At an aligned barrier (a source: at a trigger from the master) it saves its snapshot,
 forwards the barrier and reports. A heartbeat thread exchanges state with the job master
-(``runtime.master``); a transfer thread drains the writers (``runtime.writer``).
+(``runtime.master``); a transfer thread drains the writers (``runtime.channels.writer``).
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ import pyarrow as pa
 
 from eventlog.antichain import Antichain
 
-from .channels import open_channel_store
+from .channels.factory import open_channel_store
+from .channels.payload import FINISHED_TS, encode_batch
+from .channels.reader import BARRIER, DATA, ChannelReader
+from .channels.writer import ChannelWriter, Transfer, WriterSettings
+from .checkpoints.keygroups import destinations, split_by_destination
+from .checkpoints.marks import check_mark
+from .checkpoints.store import CheckpointStore, StateCheck
 from .errors import JobAbortedError, TaskFailedError
 from .faults import TaskFaults
 from .graph import SINK, SOURCE, Plan, TaskSpec
-from .keygroups import destinations, split_by_destination
-from .locations import check_mark
-from .operators import OperatorContext, StateCheck
-from .payload import FINISHED_TS, encode_batch
-from .reader import BARRIER, DATA, ChannelReader
-from .state import CheckpointStore
-from .writer import ChannelWriter, Transfer, WriterSettings
+from .operators import OperatorContext
 
 _log = logging.getLogger("runtime.task")
 
@@ -57,7 +57,7 @@ class _Router:
             ws[self._next % len(ws)].write(payload, payload.size)
             self._next += 1
         else:
-            # one hash per row, one split per batch, one encode per destination (runtime.keygroups)
+            # one hash per row, one split per batch, one encode per destination (runtime.checkpoints.keygroups)
             parts = split_by_destination(destinations(batch, self.key, self.key_groups, len(ws)), len(ws))
             for j, idx in enumerate(parts):
                 if idx is None:
@@ -84,7 +84,7 @@ class TaskRunner:
         self.faults = faults
         self.heartbeat_interval = heartbeat_interval
         self.run_token = run_token
-        """The generation's run mark token (``runtime.locations``): checked in the checkpoint store and the
+        """The generation's run mark token (``runtime.checkpoints.marks``): checked in the checkpoint store and the
         channels before the task starts; None skips the check."""
         self.key = spec.key
         # state shared with the heartbeat thread

@@ -152,7 +152,7 @@ def _new_session(cluster: SparkCluster, s3_env: dict[str, str]):
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.python.daemon.module", "runtime.spark_daemon")
+        .config("spark.python.daemon.module", "runtime.executors.spark_daemon")
         .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
         .getOrCreate()
     )
@@ -166,7 +166,7 @@ def _new_session(cluster: SparkCluster, s3_env: dict[str, str]):
 
 def wait_for_slots(session, slots: int = SLOTS, timeout: float = 90.0) -> None:
     """Return once the session's live executors offer ``slots`` task slots (both executors registered)."""
-    from runtime.spark import spark_slots
+    from runtime.executors.spark import spark_slots
 
     deadline = time.monotonic() + timeout
     while spark_slots(session) < slots:

@@ -25,7 +25,7 @@ from runtime import (
     NotEnoughSlotsError,
     UnreachableLocationError,
 )
-from runtime.spark import driver_addresses, spark_failure_reason, spark_slots
+from runtime.executors.spark import driver_addresses, spark_failure_reason, spark_slots
 from tests.runtime.pipelines import COUNT_SCHEMA, events, expected_counts, read_counts, wordcount_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]  # one xdist worker (tests/conftest.py)

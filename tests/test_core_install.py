@@ -98,7 +98,7 @@ def test_wheel_metadata_core_and_extras(core_env):
         else:
             core.add(name)
     assert core == CORE
-    assert set(meta.get_all("Provides-Extra")) == {"spark", "kafka", "plot", "sql", "s3", "all", "test"}
+    assert set(meta.get_all("Provides-Extra")) == {"spark", "kafka", "plot", "sql", "s3", "all", "test", "lint"}
     assert {r.split("<")[0].split(">")[0] for r in extras["spark"]} == {"pyspark", "pandas"}
     assert {r.split("<")[0].split(">")[0] for r in extras["kafka"]} == {"confluent-kafka"}
     assert {r.split("<")[0].split(">")[0] for r in extras["plot"]} == {"matplotlib"}
@@ -194,7 +194,7 @@ def test_missing_extras_name_the_extra(core_env):
         "        said[name] = [str(e), isinstance(e, ImportError)]\n"
         "expect('open_log', lambda: open_log('kafka://127.0.0.1:9/jobA'))\n"
         "expect('spark', lambda: __import__('connectors.spark'))\n"
-        "from runtime.channels import open_channel_store\n"
+        "from runtime.channels.factory import open_channel_store\n"
         "expect('channels', lambda: open_channel_store('kafka://127.0.0.1:9/rt', 'job'))\n"
         "import pyarrow.fs as pafs\n"
         "from connectors.files.storage import S3Storage\n"

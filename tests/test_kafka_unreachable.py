@@ -106,7 +106,7 @@ def test_the_replication_factor_setting_reaches_every_topic_eventlog_creates(kaf
     """``eventlog.replication.factor`` in the URI: stream topics and runtime channel topics alike."""
     from confluent_kafka.admin import AdminClient
 
-    from runtime.channels_kafka import KafkaChannelStore
+    from runtime.channels.kafka import KafkaChannelStore
 
     bs = kafka_cluster3.bootstrap
     prefix = f"rf{uuid.uuid4().hex[:6]}"

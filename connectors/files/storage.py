@@ -8,6 +8,11 @@ and show a file only once its writer closed it, so the file log writes there in 
 its open segment in memory and puts it, sealed, at each ``sync`` (FORMAT.md §3.5). ``create_exclusive`` is
 the fence between writers of one part: on S3 a conditional write (``If-None-Match: *``), which exactly one of
 two writers racing for a name wins.
+
+The runtime keeps its checkpoints, run marks and sinks' staging files on the same layer, on the local disk or S3
+(``runtime.checkpoints.storage``). It needs three operations more: ``write_file`` without fsync (``sync=False``), a
+read that gives the version it read and a ``replace`` conditional on that version (on S3 the object's ETag and
+``If-Match``: the job's counters, the runtime's one read-modify-write), and ``remove_tree``.
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import shutil
 import threading
+import time
 from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from eventlog._extras import require
 from eventlog.errors import PartLockedError
 
 
@@ -67,8 +75,18 @@ class Storage(Protocol):
         """Create ``path`` holding ``data`` unless it exists (then False, changing nothing), atomically: of two
         callers racing for one name exactly one wins, and readers see the whole file or none."""
         ...
-    def write_file(self, path: str, data: bytes) -> None:
-        """Replace (or create) ``path`` with ``data`` atomically: a crash leaves the old or the new content."""
+    def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """Replace (or create) ``path`` with ``data`` atomically: a crash leaves the old or the new content.
+        ``sync=False``: not made durable before it returns (the local disk skips its fsyncs)."""
+        ...
+    def read_versioned(self, path: str, limit: int | None = None) -> tuple[bytes, str | None]:
+        """``read_file`` and the version of what it read, from one request: on S3 the object's ETag; None where
+        the storage keeps no versions. FileNotFoundError when it does not exist."""
+        ...
+    def replace(self, path: str, data: bytes, version: str | None, *, sync: bool = True) -> tuple[bool, str | None]:
+        """``write_file`` if ``path`` is still at ``version`` (None: if it does not exist): ``(True, its new
+        version)``, or ``(False, None)``, changing nothing, when another writer changed it since. Only S3 has
+        conditional writes; the other storages write regardless (``(True, None)``)."""
         ...
     def create(self, path: str) -> AppendFile: ...
     def append_to(self, path: str) -> AppendFile:
@@ -83,10 +101,24 @@ class Storage(Protocol):
     def remove_dir(self, path: str) -> None:
         """Remove the folder ``path`` if it is empty (else leave it)."""
         ...
+    def remove_tree(self, path: str) -> None:
+        """Remove the folder ``path`` and everything under it (nothing when it does not exist)."""
+        ...
     def sync_dir(self, path: str) -> None: ...
     def lock(self, path: str) -> object: ...
     def unlock(self, handle: object) -> None: ...
     def join(self, *parts: str) -> str: ...
+
+
+class _Unversioned:
+    """``read_versioned`` and ``replace`` of a storage without versions or conditional writes."""
+
+    def read_versioned(self, path: str, limit: int | None = None) -> tuple[bytes, str | None]:
+        return self.read_file(path, limit), None  # type: ignore[attr-defined]
+
+    def replace(self, path: str, data: bytes, version: str | None, *, sync: bool = True) -> tuple[bool, str | None]:
+        self.write_file(path, data, sync=sync)  # type: ignore[attr-defined]
+        return True, None
 
 
 # -- local disk -------------------------------------------------------------------------------------------
@@ -138,7 +170,7 @@ class _LocalRead:
         self.close()
 
 
-class LocalStorage:
+class LocalStorage(_Unversioned):
     """The local disk through ``os``: real appends, fsync, truncate and ``flock`` writer locks."""
 
     objects = False
@@ -200,19 +232,21 @@ class LocalStorage:
         finally:
             os.unlink(tmp)
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, path)  # atomic: readers and a crash see the old file or the new one
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
-        self.sync_dir(os.path.dirname(path) or ".")
+        if sync:
+            self.sync_dir(os.path.dirname(path) or ".")
 
     def create(self, path: str) -> _LocalAppend:
         return _LocalAppend(path)
@@ -244,6 +278,9 @@ class LocalStorage:
             os.rmdir(path)
         except OSError:  # not empty (or already gone): leave it
             pass
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
 
     def sync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)
@@ -323,7 +360,7 @@ class _ArrowRead:
         self._buf = None
 
 
-class ArrowFsStorage:
+class ArrowFsStorage(_Unversioned):
     """Any ``pyarrow.fs.FileSystem`` (GCS, HDFS, Azure, …; S3 has ``S3Storage``), used as an object store:
     files are written whole, no writer lock, no fsync (a file is durable once closed). ``create_exclusive``
     checks and then writes: it fences writers only where the filesystem has no conditional write (use S3, or one
@@ -374,7 +411,7 @@ class ArrowFsStorage:
             out.write(data)
         return True
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
         with self.fs.open_output_stream(path) as out:  # object stores replace an object atomically on close
             out.write(data)
 
@@ -408,6 +445,12 @@ class ArrowFsStorage:
     def remove_dir(self, path: str) -> None:
         if self.exists(path) and not self.list_dir(path):
             self.fs.delete_dir(path)
+
+    def remove_tree(self, path: str) -> None:
+        try:
+            self.fs.delete_dir(path)
+        except FileNotFoundError:
+            pass
 
     def sync_dir(self, path: str) -> None:
         pass
@@ -447,14 +490,10 @@ class S3Storage(ArrowFsStorage):
 
     def _s3(self):  # noqa: ANN202 - a boto3 client
         if self._client is None:
-            from eventlog._extras import require
-
             boto3 = require("boto3", "s3", "writing logs to S3 (conditional writes)")
             botocore_config = require("botocore.config", "s3", "writing logs to S3 (conditional writes)")
             kwargs = self._settings()
             kwargs["config"] = botocore_config.Config(retries={"max_attempts": 5, "mode": "standard"})
-            import os
-
             key = (repr(sorted((k, v) for k, v in kwargs.items() if k != "config")),
                    tuple(os.environ.get(v) for v in AWS_SETTINGS), os.getpid())
             with _CLIENTS_LOCK:  # one client per settings and process: making one costs ~50 ms
@@ -502,38 +541,59 @@ class S3Storage(ArrowFsStorage):
             keys = ("", "", "") if frozen is None else (frozen.access_key, frozen.secret_key, frozen.token or "")
         return (endpoint, client.meta.region_name or "us-east-1", *keys)
 
-    def _put(self, path: str, data: bytes, **condition: str) -> bool:
-        """One ``PutObject`` of ``data`` at ``path`` (``condition``: boto3's ``IfNoneMatch``): False when the
-        condition failed; OSError when the store does not answer or refuses."""
-        import time
-
+    def _put(self, path: str, data: bytes, **condition: str) -> dict | None:
+        """One ``PutObject`` of ``data`` at ``path`` (``condition``: boto3's ``IfNoneMatch`` or ``IfMatch``): its
+        response, None when the condition failed; OSError when the store does not answer or refuses."""
         client = self._s3()  # MissingExtraError without boto3
         from botocore.exceptions import BotoCoreError
 
         bucket, _, key = path.partition("/")
         for attempt in range(self._RETRIES):
             try:
-                client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
-                return True
+                return client.put_object(Bucket=bucket, Key=key, Body=data, **condition)
             except BotoCoreError as e:  # no answer (connection refused, timeouts): after botocore's own retries
                 raise OSError(f"S3 PutObject s3://{path} failed: {e}") from None
             except client.exceptions.ClientError as e:
                 code = e.response.get("Error", {}).get("Code", "")
                 status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
                 if condition and (code == "PreconditionFailed" or status == 412):
-                    return False
+                    return None
                 if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < self._RETRIES:
                     time.sleep(0.05 * 2 ** attempt)  # another conditional write to this key is in flight
                     continue
                 raise OSError(f"S3 PutObject s3://{path} failed: {code or status}: "
                               f"{e.response.get('Error', {}).get('Message', e)}") from None
-        return False
+        return None
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
-        return self._put(path, data, IfNoneMatch="*")
+        return self._put(path, data, IfNoneMatch="*") is not None
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
         self._put(path, data)  # one request (pyarrow's output stream makes a small object a 3-request multipart upload)
+
+    def read_versioned(self, path: str, limit: int | None = None) -> tuple[bytes, str | None]:
+        """One ``GetObject``: the bytes (at most ``limit``) and the object's ETag."""
+        client = self._s3()
+        bucket, _, key = path.partition("/")
+        try:
+            resp = client.get_object(Bucket=bucket, Key=key)
+        except client.exceptions.NoSuchKey:
+            raise FileNotFoundError(path) from None
+        except Exception as e:  # noqa: BLE001 - botocore's errors are not OSErrors
+            raise OSError(f"S3 GetObject s3://{path} failed: {e}") from None
+        body = resp["Body"]
+        try:
+            data = body.read() if limit is None else body.read(limit)
+        except Exception as e:  # noqa: BLE001
+            raise OSError(f"S3 GetObject s3://{path} failed while reading: {e}") from None
+        finally:
+            body.close()
+        return data, resp.get("ETag")
+
+    def replace(self, path: str, data: bytes, version: str | None, *, sync: bool = True) -> tuple[bool, str | None]:
+        """A ``PutObject`` with ``If-Match: version`` (``If-None-Match: *`` for None)."""
+        resp = self._put(path, data, **({"IfMatch": version} if version is not None else {"IfNoneMatch": "*"}))
+        return (False, None) if resp is None else (True, resp.get("ETag"))
 
 
 # -- process memory ----------------------------------------------------------------------------------------
@@ -576,7 +636,7 @@ class _MemRead:
         pass
 
 
-class MemoryStorage:
+class MemoryStorage(_Unversioned):
     """Files as bytearrays in a dict: the same log code, in one process, for tests and local pipelines.
     ``objects=True`` makes it behave as an object store (whole files, sealed at every sync; no writer lock)."""
 
@@ -626,7 +686,7 @@ class MemoryStorage:
             self._files[path] = bytearray(data)
             return True
 
-    def write_file(self, path: str, data: bytes) -> None:
+    def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
         with self._mutex:
             self._files[path] = bytearray(data)  # a new buffer: open readers keep the old one, as with a rename
 
@@ -674,6 +734,13 @@ class MemoryStorage:
         with self._mutex:
             if path in self._dirs and not self.list_dir(path):
                 self._dirs.discard(path)
+
+    def remove_tree(self, path: str) -> None:
+        prefix = f"{path}/"
+        with self._mutex:
+            for p in [p for p in self._files if p.startswith(prefix)]:
+                del self._files[p]
+            self._dirs -= {d for d in self._dirs if d == path or d.startswith(prefix)}
 
     def sync_dir(self, path: str) -> None:
         pass

@@ -29,7 +29,7 @@ def runtime_spark():
         os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
     from pyspark.sql import SparkSession
 
-    from runtime.spark import spark_slots
+    from runtime.executors.spark import spark_slots
 
     active = SparkSession.getActiveSession()
     if active is not None and spark_slots(active) < SPARK_SLOTS:
@@ -45,7 +45,7 @@ def runtime_spark():
         .config("spark.driver.memory", "1g")
         .config("spark.sql.execution.pyspark.udf.faulthandler.enabled", "true")
         .config("spark.python.worker.reuse", "true")
-        .config("spark.python.daemon.module", "runtime.spark_daemon")
+        .config("spark.python.daemon.module", "runtime.executors.spark_daemon")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("FATAL")

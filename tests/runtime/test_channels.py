@@ -12,10 +12,10 @@ import pytest
 
 from eventlog import bundle
 from runtime import ChannelError, JobAbortedError, WriterSettings
-from runtime.channels import open_channel_store
-from runtime.payload import FINISHED_TS, decode_batch, encode_batch
-from runtime.reader import BARRIER, DATA, FRONTIER, ChannelReader
-from runtime.writer import ChannelWriter, Transfer
+from runtime.channels.factory import open_channel_store
+from runtime.channels.payload import FINISHED_TS, decode_batch, encode_batch
+from runtime.channels.reader import BARRIER, DATA, FRONTIER, ChannelReader
+from runtime.channels.writer import ChannelWriter, Transfer
 
 
 def _batch(i: int) -> pa.RecordBatch:
@@ -206,10 +206,10 @@ def test_kafka_channel_topics_per_generation(kafka_uri):
 
 def test_kafka_trim_survives_a_leader_change_and_stops_only_when_forbidden(monkeypatch):
     """delete_records failing with a transient error (a leader change) backs off and trims again later; a
-    broker or policy that forbids it switches trimming off (runtime/channels_kafka.py)."""
+    broker or policy that forbids it switches trimming off (runtime/channels/kafka.py)."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from runtime.channels_kafka import KafkaChannelStore
+    from runtime.channels.kafka import KafkaChannelStore
 
     class FakeAdmin:
         def __init__(self, outcomes):

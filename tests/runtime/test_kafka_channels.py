@@ -6,7 +6,7 @@ them. An idempotent producer only rules out duplicates and reordering; a bundle 
 broker, or timed out during a broker outage) leaves a hole unless the producer is gap-less. These tests make
 a broker refuse one bundle in the middle of a channel, deterministically, and check that nothing after it is
 ever stored, that the writer fails with a ``ChannelError`` naming the bundle, and that a reader never sees a
-hole (runtime/channels_kafka.py).
+hole (runtime/channels/kafka.py).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import pytest
 
 from eventlog import bundle
 from runtime import ChannelError, WriterSettings
-from runtime.channels import open_channel_store
-from runtime.payload import FINISHED_TS, encode_batch
-from runtime.reader import DATA, ChannelReader
-from runtime.writer import ChannelWriter, Transfer
+from runtime.channels.factory import open_channel_store
+from runtime.channels.payload import FINISHED_TS, encode_batch
+from runtime.channels.reader import DATA, ChannelReader
+from runtime.channels.writer import ChannelWriter, Transfer
 
 pytestmark = pytest.mark.kafka
 
@@ -150,7 +150,7 @@ def test_the_producer_never_holds_more_than_max_in_flight_bundles_of_a_channel(k
     unacknowledged, counted from the real delivery reports: of 100 bundles to each of two channels, appended
     back to back, librdkafka never held more than MAX_IN_FLIGHT of one channel, every one was reported, and
     the first channel's log holds all 100 in order."""
-    from runtime.channels_kafka import MAX_IN_FLIGHT
+    from runtime.channels.kafka import MAX_IN_FLIGHT
 
     store = open_channel_store(kafka_uri, "job")
     store.prepare(1, [CHANNEL, "a.0-b.1"])

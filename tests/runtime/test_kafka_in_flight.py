@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from runtime import ChannelError
-from runtime.channels_kafka import MAX_IN_FLIGHT, KafkaChannelStore
+from runtime.channels.kafka import MAX_IN_FLIGHT, KafkaChannelStore
 
 URI = "kafka://127.0.0.1:9/t"   # never connected: the fake producer stands in for the cluster
 

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from connectors.files.storage import LocalStorage
 from runtime import Advance, Job, JobFailedError
-from runtime.keygroups import groups_of_instance, instance_of_group, key_groups_of
-from runtime.state import CheckpointStore, atomic_write
+from runtime.checkpoints.keygroups import groups_of_instance, instance_of_group, key_groups_of
+from runtime.checkpoints.store import CheckpointStore
 
 
 def _source(items: int = 40):
@@ -139,5 +140,5 @@ def test_checkpoint_store_is_atomic(tmp_path):
     store.save_task(4, "op", 0, _snap(4, {"a": 2}))
     store.remove_before(4)
     assert store.checkpoints() == [4]
-    atomic_write(str(tmp_path / "f"), b"x")
-    assert [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")] == []
+    LocalStorage().write_file(str(tmp_path / "f"), b"x")
+    assert [n for n in os.listdir(tmp_path) if n.endswith(".tmp")] == []

@@ -11,12 +11,11 @@ import pytest
 
 from eventlog import bundle
 from runtime import ChannelError, WriterSettings
-from runtime.barrier import GLOBAL_BARRIER, HEADER_SIZE, MAX_BUNDLE_MESSAGES, decode_barrier, encode_barrier
-from runtime.channels import open_channel_store
-from runtime.payload import encode_batch
+from runtime.channels.barrier import GLOBAL_BARRIER, HEADER_SIZE, MAX_BUNDLE_MESSAGES, decode_barrier, encode_barrier
+from runtime.channels.factory import open_channel_store
+from runtime.channels.payload import encode_batch
 from tests.runtime.test_channels import _pair
 from tests.test_bundle import load
-
 
 
 def test_barrier_payload_is_rays_layout():

@@ -31,9 +31,10 @@ from runtime import (
     StoreUnavailableError,
     UnreachableLocationError,
 )
-from runtime.locations import check_locations, check_mark, write_mark
-from runtime.state import CheckpointStore
-from runtime.statefs import open_state_fs
+from runtime.checkpoints.marks import check_mark, write_mark
+from runtime.checkpoints.storage import open_state_fs
+from runtime.checkpoints.store import CheckpointStore
+from runtime.locations import check_locations
 from tests._ports import worker_index
 from tests.runtime.pipelines import COUNT_SCHEMA, WORDS, events, expected_counts, read_counts, wordcount_job
 

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pytest
 
 from eventlog import bundle
-from runtime import channels_file
-from runtime.barrier import encode_barrier
-from runtime.channels_file import FileChannelStore
+from runtime.channels import file as channels_file
+from runtime.channels.barrier import encode_barrier
+from runtime.channels.file import FileChannelStore
+from runtime.channels.payload import decode_batch, encode_batch
 from runtime.errors import ChannelError
-from runtime.payload import decode_batch, encode_batch
 
 
 def _store(tmp_path) -> FileChannelStore:

@@ -1,4 +1,4 @@
-"""Keyed routing (``runtime.keygroups.destinations`` / ``split_by_destination``, ``task._Router``) sends every
+"""Keyed routing (``runtime.checkpoints.keygroups.destinations`` / ``split_by_destination``, ``task._Router``) sends every
 row where the per-row definition says — instance ``keyhash(key) % key_groups * P // key_groups`` with
 ``replay.keyhash`` — for every key type, and each destination gets its rows in their batch order."""
 
@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from replay.keyhash import hash_array, key_hashes
-from runtime.keygroups import (
+from runtime.channels.payload import decode_batch
+from runtime.checkpoints.keygroups import (
     destinations,
     fast_key_hashes,
     hash_values,
@@ -20,7 +21,6 @@ from runtime.keygroups import (
     key_groups_of_values,
     split_by_destination,
 )
-from runtime.payload import decode_batch
 from runtime.task import _Router
 
 RNG = np.random.default_rng(17)

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 
 from runtime import Fault, FaultPlan, Job, RestartBackoff
+from runtime.checkpoints.store import StateCheck
 from runtime.errors import CheckpointCorruptError
-from runtime.operators import OperatorContext, StateCheck
+from runtime.operators import OperatorContext
 from runtime.sinks import _CURSOR_RECORD, CallableSink
 
 from .pipelines import WORDS, events

@@ -35,10 +35,8 @@ from runtime import (
     RestartBackoff,
     UnstorableStateError,
 )
-from runtime import statefile
-from runtime.keyedstate import decode_table, encode_table
-from runtime.state import CheckpointStore
-from runtime.statefile import (
+from runtime.checkpoints import formats as statefile
+from runtime.checkpoints.formats import (
     decode_document,
     decode_snapshot,
     encode_document,
@@ -47,6 +45,8 @@ from runtime.statefile import (
     read_snapshot,
     to_tagged_json,
 )
+from runtime.checkpoints.keyedstate import decode_table, encode_table
+from runtime.checkpoints.store import CheckpointStore
 
 WORDS = ["spark", "kafka", "flink", "ray", "arrow"]
 ITEMS = 120

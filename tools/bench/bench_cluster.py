@@ -75,9 +75,9 @@ def session(master: str):
              .config("spark.executorEnv.PYTHONPATH", ROOT)
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.python.daemon.module", "runtime.spark_daemon").getOrCreate())
+             .config("spark.python.daemon.module", "runtime.executors.spark_daemon").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    from runtime.spark import spark_slots
+    from runtime.executors.spark import spark_slots
 
     deadline = time.monotonic() + 120
     while spark_slots(spark) < 8:

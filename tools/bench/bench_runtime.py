@@ -221,7 +221,7 @@ def main() -> None:
     load = Load()
     spark = (SparkSession.builder.master("local[8]").appName("bench-runtime")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.python.daemon.module", "runtime.spark_daemon")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.python.daemon.module", "runtime.executors.spark_daemon")
              .config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
 

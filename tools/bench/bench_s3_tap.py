@@ -114,7 +114,7 @@ def session(master: str, env: dict[str, str]):
 
 
 def wait_for_executors(spark, slots: int, timeout: float = 120.0) -> None:
-    from runtime.spark import spark_slots
+    from runtime.executors.spark import spark_slots
 
     deadline = time.monotonic() + timeout
     while spark_slots(spark) < slots:

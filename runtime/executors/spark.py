@@ -27,14 +27,17 @@ import threading
 import time
 from typing import Any
 
-from .errors import JobAbortedError, NotEnoughSlotsError
-from .faults import FaultPlan
-from .graph import Plan
-from .master import JobMaster, MasterServer, TcpClient, new_secret
-from .task import TaskRunner
-from .writer import WriterSettings
+from ..channels.writer import WriterSettings
+from ..errors import JobAbortedError, NotEnoughSlotsError
+from ..faults import FaultPlan
+from ..graph import Plan
+from ..master import JobMaster, MasterServer, TcpClient, new_secret
+from ..task import TaskRunner
 
-_log = logging.getLogger("runtime.spark")
+_log = logging.getLogger("runtime.executors.spark")
+
+DAEMON_MODULE = "runtime.executors.spark_daemon"
+"""The ``spark.python.daemon.module`` that imports the runtime before PySpark forks its workers (optional)."""
 
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
 
@@ -210,10 +213,10 @@ class SparkExecutor:
         self.slot_timeout = slot_timeout
         self.slot_waits: list[float] = []
         """Seconds waited for task slots before each generation."""
-        if spark.sparkContext.getConf().get("spark.python.daemon.module") != "runtime.spark_daemon":
-            _log.info("job %s: spark.python.daemon.module is not runtime.spark_daemon, so each new Python worker "
-                      "imports PySpark's worker (from pyspark.zip, uncompiled), pyarrow, pandas and the runtime "
-                      "itself (about a second of CPU) while its barrier job's other tasks run", master.plan.name)
+        if spark.sparkContext.getConf().get("spark.python.daemon.module") != DAEMON_MODULE:
+            _log.info("job %s: spark.python.daemon.module is not %s, so each new Python worker imports PySpark's "
+                      "worker (from pyspark.zip, uncompiled), pyarrow, pandas and the runtime itself (about a second "
+                      "of CPU) while its barrier job's other tasks run", master.plan.name, DAEMON_MODULE)
         bind, advertise = driver_addresses(spark)
         self._secret = new_secret()
         self._server = MasterServer(master, bind, secret=self._secret, advertise=advertise)

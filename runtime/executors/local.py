@@ -9,12 +9,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .errors import JobAbortedError
-from .faults import FaultPlan
-from .graph import Plan
-from .master import JobMaster, LocalClient
-from .task import TaskRunner
-from .writer import WriterSettings
+from ..channels.writer import WriterSettings
+from ..errors import JobAbortedError
+from ..faults import FaultPlan
+from ..graph import Plan
+from ..master import JobMaster, LocalClient
+from ..task import TaskRunner
 
 
 class _LocalHandle:

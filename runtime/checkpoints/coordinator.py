@@ -14,7 +14,7 @@ Protocol, for checkpoint ``n``:
    ``n`` reported once it is durable: ``TaskRunner._checkpoint``.)
 4. When every task of the generation reported ``n``, the coordinator writes the checkpoint's manifest
    (``_COMPLETE``, then ``LATEST``): ``n`` is complete. It then moves the commit horizon
-   (``runtime.state``) to the complete checkpoint before ``n`` — to ``n`` itself when ``n`` is final —
+   (``runtime.checkpoints.store``) to the complete checkpoint before ``n`` — to ``n`` itself when ``n`` is final —
    and saves it. Tasks learn both from their next heartbeat: readers delete their channel segments up to
    ``n``'s barrier, sinks commit the output staged up to the horizon. The driver deletes the checkpoints
    no restore can use (``CheckpointStore.prune``) and earlier generations' channels.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .state import CheckpointStore, now_ms
+from .store import CheckpointStore
 
 
 class CheckpointCoordinator:
@@ -112,7 +112,7 @@ class CheckpointCoordinator:
             "parallelism": self.parallelism,
             "key_groups": self.key_groups,
             "final": checkpoint == self.final_id,
-            "time_ms": now_ms(),
+            "time_ms": int(time.time() * 1000),
             "tasks": len(self.tasks),
         })
         del self._reports[checkpoint]

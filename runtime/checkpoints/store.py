@@ -2,20 +2,20 @@
 
 Everything lives under ``<checkpoints>/<job>/``; ``checkpoints`` is a local path or ``file://`` URI, which
 every task must see (the driver's disk in Spark local mode, a shared filesystem on a cluster), or an
-``s3://bucket/prefix`` URI, which every executor reaches over the network (``runtime.statefs``)::
+``s3://bucket/prefix`` URI, which every executor reaches over the network (``runtime.checkpoints.storage``)::
 
     master.json, master.bak.json      two copies of the job's counters: the last generation and checkpoint
                                       id used (never reused) and the commit horizon
     LATEST                            the manifest of the last complete checkpoint (a copy, for people)
     chk-<id>/<op>-<instance>.state    one operator instance's snapshot: input offsets, output offsets and
-                                      state (``runtime.statefile``: tagged JSON + Arrow IPC tables, CRC-32)
+                                      state (``runtime.checkpoints.formats``: tagged JSON + Arrow IPC tables, CRC-32)
     chk-<id>/_COMPLETE                the manifest: written by the coordinator once every task reported
     staging/<sink>/p<part>/…          sinks' pre-committed output per epoch (``runtime.sinks``)
 
 On the local disk every file is written to a temporary name, fsynced, renamed into place and its directory
 fsynced; on S3 every file is one object PUT, which is atomic, and durable and visible to every reader (S3 is
 strongly consistent) once it returns. Either way a reader sees a whole file or none. Manifests and counters
-are checksummed JSON documents (``runtime.statefile``). A checkpoint counts only once its ``_COMPLETE``
+are checksummed JSON documents (``runtime.checkpoints.formats``). A checkpoint counts only once its ``_COMPLETE``
 manifest exists; ``prune`` deletes a checkpoint's folder (on S3, every object under its prefix) after the
 newer manifest is written, so a half-deleted checkpoint is never the newest complete one, and a manifest
 whose snapshots are partly gone fails ``select``'s verification (each missing object named).
@@ -47,25 +47,19 @@ conditional writes: nothing fences a second driver (run one).
 from __future__ import annotations
 
 import logging
-import struct
-import time
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eventlog import bundle
-
-from .errors import CheckpointCorruptError, CheckpointError, UnstorableStateError
+from ..errors import CheckpointCorruptError, CheckpointError, UnstorableStateError
+from .formats import StateTypeError, decode_document, encode_document, encode_snapshot, read_document, read_snapshot
 from .keygroups import groups_of_instance
-from .operators import Operator, StateCheck
-from .statefile import StateTypeError, decode_document, encode_document, encode_snapshot, read_document, read_snapshot
-from .statefs import LOCAL, StateFs, open_state_fs
-from .statefs import atomic_write as atomic_write  # noqa: F401 - re-exported (the local disk's atomic write)
+from .storage import open_state_fs
 
-_log = logging.getLogger("runtime.state")
+_log = logging.getLogger("runtime.checkpoints")
 
-_HEADER = struct.Struct("<IQQIII")
 _MANIFEST = "_COMPLETE"
 _MASTER = ("master.json", "master.bak.json")
 MAX_TASKS = 1 << 20
@@ -76,32 +70,25 @@ MAX_COUNTERS_BYTES = 1 << 16
 """The largest counters document read."""
 
 
-def read_bundles(path: str, fs: StateFs = LOCAL, size: int | None = None) -> Iterator[tuple[int, memoryview]]:
-    """``(message type, payload)`` of each single-message bundle in a staging file, reading one at a time;
-    ``size``: the file's size when known (checked), which bounds every length read from it."""
-    where = fs.display(path)
-    left = fs.size(path) if size is None else size
-    with fs.open_read(path) as f:
-        while True:
-            head = f.read(32)
-            if not head:
-                return
-            if len(head) < 32:
-                raise CheckpointError("torn bundle at the end of a staging file", path=where)
-            raw = _HEADER.unpack(head)[5]
-            if raw > left - 32:     # bounded before anything is allocated for it
-                raise CheckpointError("torn bundle at the end of a staging file (it declares more bytes than the "
-                                      "file has)", path=where)
-            body = f.read(raw)
-            if len(body) < raw:
-                raise CheckpointError("torn bundle at the end of a staging file", path=where)
-            left -= 32 + raw
-            try:
-                b = bundle.decode(head + body)
-            except bundle.BundleError as e:
-                raise CheckpointError(f"bad bundle in a staging file: {e}", path=where) from None
-            for i in range(b.count):
-                yield int(b.types[i]), b.payload(i)
+@dataclass(frozen=True)
+class StateCheck:
+    """Where a restored state comes from, for ``Operator.verify_state``."""
+
+    node: str
+    """The operator's name."""
+    where: str
+    """The snapshot file (or checkpoint directory, for a state merged from several files) it was read from."""
+    checkpoint_dir: str
+    """The job's checkpoint directory (sinks' staging files live under it): a local path or an ``s3://``
+    location (``OperatorContext.checkpoint_dir``)."""
+    horizon: int
+    """Output of checkpoints up to this id may already be committed (the commit horizon, module doc)."""
+
+
+class VerifiesState(Protocol):
+    """What ``verify`` and ``select`` need of an operator (``runtime.operators.Operator``)."""
+
+    def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None: ...
 
 
 class CheckpointStore:
@@ -111,10 +98,10 @@ class CheckpointStore:
         self.uri = uri
         self.job = job
         self.fs, base = open_state_fs(uri)
-        """The filesystem the checkpoints live on (``runtime.statefs``: the local disk or S3)."""
+        """The files the checkpoints live on (``runtime.checkpoints.storage``: the local disk or S3)."""
         self.root = self.fs.join(base, job)
         """The job's folder of checkpoints, as a path of ``fs``; ``create``: make it if missing (the driver does; a
-        task must find it where the driver made it, ``runtime.locations``)."""
+        task must find it where the driver made it, ``runtime.checkpoints.marks``)."""
         self.location = self.fs.display(self.root)
         """The job's folder as a location (a local path, or ``s3://bucket/prefix/job``): what errors name, and
         where operators find it (``OperatorContext.checkpoint_dir``)."""
@@ -330,7 +317,7 @@ class CheckpointStore:
 
     # -- verifying and choosing -----------------------------------------------------------------------
 
-    def verify(self, manifest: dict[str, Any], operators: dict[str, Operator], horizon: int) -> None:
+    def verify(self, manifest: dict[str, Any], operators: dict[str, VerifiesState], horizon: int) -> None:
         """Read every snapshot of the checkpoint and let its operator check it (``Operator.verify_state``)
         without running anything from it; raises ``CheckpointCorruptError`` naming the first bad file.
         Operators not in ``operators`` (no longer in the job) are skipped."""
@@ -344,7 +331,8 @@ class CheckpointStore:
                 op.verify_state(snap.get("state"), StateCheck(node, self._where(self.task_path(c, node, i)),
                                                               self.location, horizon))
 
-    def select(self, operators: dict[str, Operator]) -> tuple[dict[str, Any] | None, list[CheckpointCorruptError]]:
+    def select(self, operators: dict[str, VerifiesState]) -> tuple[dict[str, Any] | None,
+                                                                  list[CheckpointCorruptError]]:
         """Where the next generation restores from (see the module doc): ``(manifest, skipped)``, the
         manifest None for a fresh start, ``skipped`` the errors of the newer checkpoints passed over."""
         horizon = self.commit_horizon()
@@ -386,11 +374,6 @@ class CheckpointStore:
             return None
         return c if type(c) is int else None
 
-    @staticmethod
-    def manifest_at(path: str) -> dict[str, Any]:
-        """The body of a manifest document at ``path`` (``LATEST`` or a ``_COMPLETE`` file)."""
-        return read_document(path, "manifest")
-
     # -- restoring ------------------------------------------------------------------------------------
 
     def restore(self, manifest: dict[str, Any], node: str, index: int, parallelism: int) -> dict[str, Any] | None:
@@ -425,7 +408,3 @@ class CheckpointStore:
         return {"checkpoint": manifest["checkpoint"], "inputs": {}, "outputs": {}, "state": merged,
                 "finished": finished, "rescaled": True}
 
-
-def now_ms() -> int:
-    """Wall-clock milliseconds (manifest timestamps)."""
-    return int(time.time() * 1000)

@@ -19,9 +19,9 @@ from typing import Any, Iterator
 from eventlog import bundle
 from eventlog.antichain import Antichain, MutableAntichain
 
+from ..errors import ChannelError
 from .barrier import decode_barrier
-from .channels import ChannelTail
-from .errors import ChannelError
+from .base import ChannelTail
 from .payload import FINISHED_TS, decode_batch
 
 DATA, FRONTIER, BARRIER = "data", "frontier", "barrier"

@@ -18,8 +18,8 @@ checksummed JSON documents for manifests, job counters and sink cursors.
 A reader checks the magic, version and kind, that ``L`` is the file's size (truncation), the CRC, and every
 length against what is left of the file before it slices anything; the file's size is bounded by
 ``MAX_STATE_BYTES`` before it is read (a local file's from ``fstat``, an S3 object's from its size:
-``runtime.statefs``, the ``fs=`` of the readers). Arrow blobs are fully validated (``Table.validate(full=True)``) and
-must not use IPC body compression.
+``runtime.checkpoints.storage``, the ``fs=`` of the readers). Arrow blobs are fully validated
+(``Table.validate(full=True)``) and must not use IPC body compression.
 
 **Tagged JSON** is JSON that says exactly which Python value it stands for, so state round-trips without
 pickle: ``null``, booleans, integers (any size), finite floats, strings, lists and string-keyed dicts are
@@ -43,14 +43,14 @@ import base64
 import binascii
 import json
 import math
-import os
 import struct
 import zlib
 from typing import Any
 
 import pyarrow as pa
 
-from .errors import CheckpointCorruptError
+from ..errors import CheckpointCorruptError
+from .storage import LOCAL, StateFs
 
 MAGIC = b"ELRTSNAP"
 """The first 8 bytes of a task snapshot file."""
@@ -317,33 +317,9 @@ def decode_snapshot(data: bytes | memoryview, path: str) -> Any:
                                      offset=_HEAD.size) from None
 
 
-def read_bounded(path: str, limit: int) -> bytes:
-    """The bytes of file ``path``, refusing (``CheckpointCorruptError``) a file larger than ``limit`` before
-    reading it, and naming the file when it is missing or unreadable."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > limit:
-                raise CheckpointCorruptError(f"file is {size} bytes, more than the {limit} a checkpoint file may "
-                                             f"have", path=path)
-            data = f.read(size)                  # the size fstat gave, already bounded
-            grew = f.read(1)
-    except FileNotFoundError:
-        raise CheckpointCorruptError("checkpoint file is missing", path=path) from None
-    except IsADirectoryError:
-        raise CheckpointCorruptError("checkpoint file is a directory", path=path) from None
-    except OSError as e:
-        raise CheckpointCorruptError(f"checkpoint file cannot be read: {e.strerror or e}", path=path) from None
-    if grew or len(data) != size:
-        raise CheckpointCorruptError("checkpoint file changed size while it was read", path=path)
-    return data
-
-
-def read_snapshot(path: str, *, limit: int = MAX_STATE_BYTES, fs: Any = None) -> Any:
+def read_snapshot(path: str, *, limit: int = MAX_STATE_BYTES, fs: StateFs = LOCAL) -> Any:
     """The document of the task snapshot file at ``path`` (``decode_snapshot``), on the local disk or on ``fs``
-    (a ``runtime.statefs`` filesystem; errors name ``fs.display(path)``)."""
-    if fs is None:
-        return decode_snapshot(read_bounded(path, limit), path)
+    (``runtime.checkpoints.storage``; errors name ``fs.display(path)``)."""
     return decode_snapshot(fs.read(path, limit), fs.display(path))
 
 
@@ -391,9 +367,7 @@ def decode_document(data: bytes, kind: str, path: str) -> dict[str, Any]:
     return body
 
 
-def read_document(path: str, kind: str, *, limit: int = MAX_DOCUMENT_BYTES, fs: Any = None) -> dict[str, Any]:
+def read_document(path: str, kind: str, *, limit: int = MAX_DOCUMENT_BYTES, fs: StateFs = LOCAL) -> dict[str, Any]:
     """The body of the checkpoint JSON document of ``kind`` at ``path`` (``decode_document``), on the local
     disk or on ``fs`` (``read_snapshot``)."""
-    if fs is None:
-        return decode_document(read_bounded(path, limit), kind, path)
     return decode_document(fs.read(path, limit), kind, fs.display(path))

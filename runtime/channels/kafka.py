@@ -40,9 +40,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.kafka.config import parse_kafka_uri
 from eventlog import bundle
 
+from ..errors import ChannelError
 from .barrier import decode_barrier
-from .channels import ChannelAppender, ChannelStore, ChannelTail
-from .errors import ChannelError
+from .base import ChannelAppender, ChannelStore, ChannelTail
 
 _log = logging.getLogger("runtime.channels")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")

@@ -9,7 +9,7 @@ and PySpark's worker calls ``importlib.invalidate_caches()`` after adding the jo
 the spark-core jar). Together about a second of CPU per worker on a loaded machine, while the other tasks
 of the same barrier job already run. With
 
-    .config("spark.python.daemon.module", "runtime.spark_daemon")
+    .config("spark.python.daemon.module", "runtime.executors.spark_daemon")
 
 the daemon does all the importing once and every forked worker starts with it done: the daemon imports
 the modules, makes pyarrow load its pandas shim, and then forgets its zip importers
@@ -29,10 +29,10 @@ import pyarrow
 import pyarrow.acero  # noqa: F401 - Table.group_by (keyed aggregates) imports it on first use
 import pyarrow.compute  # noqa: F401
 import pyarrow.ipc  # noqa: F401
-
-import runtime.spark  # noqa: F401
-import runtime.task  # noqa: F401
 from pyspark.daemon import manager
+
+import runtime.executors.spark  # noqa: F401
+import runtime.task  # noqa: F401
 
 
 def preload() -> None:

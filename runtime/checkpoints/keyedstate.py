@@ -1,7 +1,7 @@
 """Keyed operator state as Arrow tables, and the serializers of the values users keep in it.
 
 A keyed operator's snapshot holds its state as Arrow tables (stored as Arrow IPC blobs of the task's
-snapshot file, ``runtime.statefile``): one row per key (and per pending time or window), with columns
+snapshot file, ``runtime.checkpoints.formats``): one row per key (and per pending time or window), with columns
 
     group  int32     the key's key group (a restart with another parallelism moves rows by group)
     slot   int64     the pending time or window start (pending tables only)
@@ -13,7 +13,7 @@ Each key or value column says in its field metadata (``encoding``) how its cells
 * ``arrow``: as a typed Arrow column (ints, floats, strings, dates, structs, lists …). Used only when
   reading the column back gives exactly the same Python values, types included (a tuple would come back a
   list, an int mixed with floats a float: those go on to the next encoding).
-* ``json``: each cell as tagged JSON text (``runtime.statefile``): ``None``, bools, ints of any size,
+* ``json``: each cell as tagged JSON text (``runtime.checkpoints.formats``): ``None``, bools, ints of any size,
   floats, strings, bytes, lists, tuples and dicts of those, exactly.
 * ``pickle``: each cell as a pickle. Written only for an operator built with ``serializer="pickle"``,
   and read back only by such an operator; anything else refuses the column (``CheckpointCorruptError``)
@@ -35,8 +35,8 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from .errors import CheckpointCorruptError, JobGraphError, UnstorableStateError
-from .statefile import StateTypeError, from_tagged_json, to_tagged_json
+from ..errors import CheckpointCorruptError, JobGraphError, UnstorableStateError
+from .formats import StateTypeError, from_tagged_json, to_tagged_json
 
 SERIALIZERS = ("auto", "arrow", "json", "pickle")
 """The value serializers an operator may use (see the module doc)."""

@@ -1,16 +1,17 @@
-"""Where channel bundles live: the storage interface and ``open_channel_store(uri, job)``.
+"""Where channel bundles live: the interface every kind of channel log implements.
 
 A *channel* carries one operator instance's output to one downstream instance. The runtime frames it as
 bundles (``eventlog.bundle``) and appends them to the channel's log; the downstream reader tails that log.
 Each run of the job graph after a (re)start is a *generation* with its own channel logs: a restarted job
 never reads a failed generation's channel data (every reader restarts right after the message id saved
 in the checkpoint, and its writer produces those messages again), so a zombie task of an old generation
-cannot interleave bundles with the new one. Two stores:
+cannot interleave bundles with the new one. Two kinds (``runtime.channels.factory.open_channel_store`` opens
+the one a URI names):
 
 * files (``file:///path`` or a path): ``<path>/<job>/g<generation>/<channel>/<segment>.bundles``,
-  concatenated bundles, a new segment after every BARRIER bundle (``runtime.channels_file``);
+  concatenated bundles, a new segment after every BARRIER bundle (``runtime.channels.file``);
 * Kafka (``kafka://host:port/prefix``): a topic ``<prefix>.<job>.g<generation>`` per generation, a partition
-  per channel, one bundle per record (``runtime.channels_kafka``).
+  per channel, one bundle per record (``runtime.channels.kafka``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,6 @@ import abc
 from typing import Any, Sequence
 
 from eventlog import bundle
-from eventlog.errors import InvalidURIError
-
-CHANNEL_READ_CHUNK = 4 << 20
-"""The most bytes a file reader takes from one channel file per poll."""
 
 
 class ChannelAppender(abc.ABC):
@@ -80,7 +77,7 @@ class ChannelStore(abc.ABC):
 
     def check_mark(self, generation: int, token: str, *, task: str) -> None:
         """Raise ``UnreachableLocationError`` when this task does not see the generation's channels as the
-        driver prepared them (``runtime.locations``)."""
+        driver prepared them (``runtime.checkpoints.marks``)."""
 
     @abc.abstractmethod
     def appender(self, generation: int, position: int, channel: str) -> ChannelAppender:
@@ -97,20 +94,3 @@ class ChannelStore(abc.ABC):
     def close(self) -> None:
         """Release clients."""
 
-
-def open_channel_store(uri: str, job: str, **options: Any) -> ChannelStore:
-    """The channel store at ``uri`` for job ``job``: ``kafka://…`` or a file path / ``file://`` URI."""
-    if uri.startswith("kafka://"):
-        from .channels_kafka import KafkaChannelStore
-
-        return KafkaChannelStore(uri, job, **options)
-    if "://" in uri and not uri.startswith("file://"):
-        raise InvalidURIError(f"channels must be a file path, file:// or kafka:// URI, not {uri!r}")
-    from .channels_file import FileChannelStore
-
-    return FileChannelStore(uri, job, **options)
-
-
-def local_path(uri: str) -> str:
-    """The local path of a ``file://`` URI or a plain path."""
-    return uri[len("file://"):] if uri.startswith("file://") else uri

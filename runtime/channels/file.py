@@ -23,13 +23,18 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from eventlog import bundle
+from eventlog.errors import InvalidURIError
 
+from ..checkpoints.marks import check_mark, write_mark
+from ..checkpoints.storage import local_path
+from ..errors import ChannelError
 from .barrier import decode_barrier
-from .channels import CHANNEL_READ_CHUNK, ChannelAppender, ChannelStore, ChannelTail, local_path
-from .errors import ChannelError
-from .locations import check_mark, write_mark
+from .base import ChannelAppender, ChannelStore, ChannelTail
 
 _HEADER = struct.Struct("<IQQIII")
+
+CHANNEL_READ_CHUNK = 4 << 20
+"""The most bytes a file reader takes from one channel file per poll."""
 
 
 def _segment_path(directory: str, segment: int) -> str:
@@ -168,7 +173,10 @@ class FileChannelStore(ChannelStore):
     def __init__(self, uri: str, job: str) -> None:
         self.uri = uri
         self.job = job
-        self.root = os.path.join(os.path.abspath(local_path(uri)), job)
+        path = local_path(uri)
+        if path is None:
+            raise InvalidURIError(f"file channels need a local path or file:/// URI, not {uri!r}")
+        self.root = os.path.join(os.path.abspath(path), job)
 
     def _gen_dir(self, generation: int) -> str:
         return os.path.join(self.root, f"g{generation:06d}")

@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 from eventlog import bundle
 
+from ..errors import JobAbortedError
 from .barrier import MAX_BUNDLE_MESSAGES, encode_barrier
-from .channels import ChannelAppender
-from .errors import JobAbortedError
+from .base import ChannelAppender
 from .payload import FINISHED_TS
 
 _DATA, _FRONTIER, _BARRIER = 0, 1, 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import struct
 
-from .errors import ChannelError
+from ..errors import ChannelError
 
 GLOBAL_BARRIER = 0
 """Ray's ``StreamingBarrierType::GlobalBarrier``: a checkpoint barrier every channel of the job carries."""
