@@ -7,7 +7,6 @@ from .antichain import Antichain, MutableAntichain
 from .change_batch import ChangeBatch
 from .errors import (
     ClusterUnavailableError,
-    StorageUnavailableError,
     CorruptLogError,
     DeliveryError,
     EventLogError,
@@ -23,6 +22,7 @@ from .errors import (
     ProgressError,
     SchemaMismatchError,
     SequenceError,
+    StorageUnavailableError,
     StreamNotFoundError,
     UnsupportedVersionError,
     WriterFencedError,

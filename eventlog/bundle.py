@@ -97,7 +97,7 @@ MSG_STREAM_HEADER = MessageType.STREAM_HEADER
 reference = _bundle_ref
 
 try:
-    from eventlog import _bundle_native as _ext
+    from . import _bundle_native as _ext
 except ImportError as exc:  # not built: pip install -e . (or python setup.py build_ext --inplace)
     _ext = None
     _ext_error: ImportError | None = exc

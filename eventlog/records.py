@@ -68,6 +68,6 @@ def time_column(time: "int | tuple[int, ...]", n: int) -> pa.Array:
     return pa.array(np.full(n, time, dtype=np.int64))
 
 
-def constant_column(value: int, n: int, type: pa.DataType = pa.int64()) -> pa.Array:  # noqa: A002
+def constant_column(value: int, n: int, type: pa.DataType = pa.int64()) -> pa.Array:  # noqa: A002, B008 - immutable
     """``n`` copies of an integer as an array of the integer ``type`` (a part number, a sequence id)."""
     return pa.array(np.full(n, value, dtype=type.to_pandas_dtype()))

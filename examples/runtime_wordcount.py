@@ -28,11 +28,11 @@ for _path in (ROOT, str(Path(__file__).resolve().parent)):
         sys.path.insert(0, _path)
 
 import pyarrow as pa  # noqa: E402
+from spark_session import add_spark_options, start_spark  # noqa: E402
 
 from eventlog import open_log  # noqa: E402
 from replay import Replayer  # noqa: E402
 from runtime import Fault, FaultPlan, Job  # noqa: E402
-from spark_session import add_spark_options, start_spark  # noqa: E402
 
 WORDS = "spark kafka arrow avro timely frontier replay capture stream epoch barrier bundle".split()
 SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64()), ("window_start", pa.int64()),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from eventlog.parts import Capture
 from eventlog.events import Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
+from eventlog.parts import Capture
 
 from .keyhash import Key
 from .replayer import Replayer

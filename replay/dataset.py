@@ -27,9 +27,8 @@ from eventlog.errors import SchemaMismatchError
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
-from eventlog.time import Time, less_equal
-
 from eventlog.parts import CheckedPart, check_isolation
+from eventlog.time import Time, less_equal
 
 LOG_COLUMNS = ("_time", "_part", "_seq")
 """The columns ``dataset`` appends to the stream's own."""

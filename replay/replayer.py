@@ -29,12 +29,12 @@ import pyarrow as pa
 
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.errors import StreamNotFoundError
-from eventlog.header import StreamHeader
 from eventlog.events import Entry, Event, Messages, Progress
+from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
+from eventlog.parts import CheckedPart, check_isolation
 from eventlog.time import Time, less_equal
 
-from eventlog.parts import CheckedPart, check_isolation
 from .keyhash import Key, worker_of
 
 MODES = ("assign", "repartition")

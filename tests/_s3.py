@@ -20,7 +20,8 @@ import uuid
 
 import pytest
 
-from tests._ports import port_free as _free, worker_index
+from tests._ports import port_free as _free
+from tests._ports import worker_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "s3-server")

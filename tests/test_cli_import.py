@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 from capture import Capture
 from eventlog import Messages, open_log
 from replay import Replayer
-from replay.keyhash import worker_of
 from replay.cli import main
+from replay.keyhash import worker_of
 
 SCHEMA = pa.schema([("n", pa.int64()), ("word", pa.string())])
 ROWS = [{"t": t, "n": 10 * t + i, "word": f"w{t}"} for t in (3, 1, 2, 1) for i in range(2)]

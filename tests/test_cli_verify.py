@@ -11,7 +11,7 @@ import pytest
 from capture import Capture
 from connectors.files import index as ix
 from eventlog import Messages, Progress, StreamHeader, open_log
-from tests.test_cli import SCHEMA, capture_numbers, cli_uri, replay_cli  # noqa: F401 - cli_uri is a fixture
+from tests.test_cli import SCHEMA, capture_numbers, cli_uri, replay_cli  # noqa: F401, F811 - cli_uri is a fixture
 
 
 def problems(root, *args) -> tuple[list[dict], dict]:
@@ -33,7 +33,7 @@ def index_entries(index_path) -> list[ix.IndexEntry]:
             for i in range((len(raw) - ix.HEADER_SIZE) // ix.ENTRY_SIZE)]
 
 
-def test_a_clean_log_verifies(cli_uri):
+def test_a_clean_log_verifies(cli_uri):  # noqa: F811 - the fixture
     capture_numbers(cli_uri, peers=3, times=4)
     capture_numbers(cli_uri, stream="open", peers=2, times=2, finish=False)
     out = replay_cli("verify", cli_uri).stdout

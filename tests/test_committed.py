@@ -111,10 +111,10 @@ def test_resuming_at_any_position_releases_exactly_the_rest(history, data):
 
 def test_a_replayer_resumes_before_a_held_message_even_when_progress_went_ahead(tmp_path):
     """A Progress event released ahead of a held message does not move the position past that message."""
+    import pyarrow as pa
+
     from capture import Capture
     from replay import Replayer
-
-    import pyarrow as pa
 
     root = str(tmp_path / "log")
     cap = Capture(root, "s", 0, 1, schema=pa.schema([("tag", pa.int64())]))

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from eventlog import CorruptLogError, EventLogError, Messages, Progress, SchemaMismatchError, StreamHeader, open_log
 from eventlog.encoding import codec_for
+from tests.strategies import avro_long as _zz
 
 from .strategies import batches, schemas
-from tests.strategies import avro_long as _zz
 
 D = decimal.Decimal
 

@@ -7,9 +7,9 @@ import glob
 import os
 import shutil
 
+import fastavro
 import pyarrow as pa
 import pyarrow.ipc as ipc
-import fastavro
 import pytest
 
 from capture import Capture

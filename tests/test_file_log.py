@@ -10,8 +10,6 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from eventlog.header import header_checksum
-
 from capture import Capture
 from connectors.files import FileLog
 from connectors.files import index as ix
@@ -25,6 +23,7 @@ from eventlog import (
     UnsupportedVersionError,
     open_log,
 )
+from eventlog.header import header_checksum
 
 
 def fill(log, stream="s", n=20, part=0, peers=1, encoding="arrow", rows=3):
@@ -176,7 +175,7 @@ def test_flipped_bytes_are_detected(tmp_path, encoding, where):
 
 def test_damaged_segment_prefix_and_index(tmp_path):
     fill(open_log(tmp_path), n=3)
-    seg, idx = seg_files(tmp_path, ".arrows")[0], seg_files(tmp_path, ".index")[0]
+    idx = seg_files(tmp_path, ".index")[0]
     raw = bytearray(open(idx, "rb").read())
     raw[ix.HEADER_SIZE + 5] ^= 1  # first entry's seq field
     open(idx, "wb").write(bytes(raw))

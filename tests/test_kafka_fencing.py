@@ -27,9 +27,9 @@ from connectors.kafka.errors import InterleavedWritersError, LostDataError, Writ
 from connectors.kafka.history import WriterHistory
 from connectors.kafka.records import (
     EPOCH_HEADER,
+    KIND_HEADER,
     WRITER_HEADER,
     WriterMark,
-    KIND_HEADER,
     event_headers,
     header_record_v2,
     part_key,

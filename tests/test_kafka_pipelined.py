@@ -193,8 +193,8 @@ def test_a_sigkilled_writer_loses_nothing_it_acknowledged(kafka_uri, tmp_path, s
     if sync == "none":
         assert lagged > 0  # the pipelined writer did acknowledge later than it appended
     with Capture(open_log(uri), "s", 0, 1) as cap:
-        (t,) = cap.frontier
-        for t in range(t, t + 3):
+        (start,) = cap.frontier
+        for t in range(start, start + 3):
             cap.send(t, rows(t))
             cap.advance_to(t + 1)
         last = t

@@ -24,8 +24,6 @@ from eventlog.time import TimeType
 from tests.strategies import avro_long as _zz
 
 
-
-
 def _avro_body(codec, datum: bytes, *, content_size: bool = True) -> bytes:
     """A standalone Avro event block holding the raw event record ``datum``."""
     frame = zstandard.ZstdCompressor(write_content_size=content_size).compress(datum)

@@ -19,7 +19,13 @@ import pytest
 from capture import Capture
 from connectors.files import FileLog
 from connectors.files.storage import MemoryStorage
-from eventlog.errors import StorageUnavailableError, CorruptLogError, EventLogError, HeaderMismatchError, WriterFencedError
+from eventlog.errors import (
+    CorruptLogError,
+    EventLogError,
+    HeaderMismatchError,
+    StorageUnavailableError,
+    WriterFencedError,
+)
 from eventlog.events import Messages, Progress
 from eventlog.log import open_log
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from connectors import memory
 from eventlog import Messages, open_log
+from eventlog.parts.rules import PartProgress
 from eventlog.time import TimeType, less_equal, less_than
 from replay import Replayer, copy
-from eventlog.parts.rules import PartProgress
 from tests.strategies import schedules
 from tests.test_roundtrip_property import run_capture
 

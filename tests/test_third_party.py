@@ -9,8 +9,8 @@ import os
 
 import fastavro
 import pyarrow as pa
-import pytest
 import pyarrow.ipc as ipc
+import pytest
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "logs")
 

@@ -25,11 +25,11 @@ from eventlog.log import PartReader
 from eventlog.writer_mark import WriterMark, mark_of
 
 from . import index as ix
-from .framing import Malformed
+from . import readahead
 from .codec import file_codec
+from .framing import Malformed
 from .layout import layout_for
 from .readahead import BadChecksum, ReadAhead
-from . import readahead
 from .segment import Place, SegmentFiles, Stop
 from .storage import Storage
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eventlog.encoding.ipc_file import EOS, footer_blocks, trailer_length
 from eventlog.errors import CorruptLogError, UnsupportedVersionError
 
 from . import index as ix
 from .framing import END, Framing, Malformed, framing_for
-from eventlog.encoding.ipc_file import EOS, footer_blocks, trailer_length
-
 from .layout import Layout
 from .storage import ReadFile, Storage
 

@@ -25,8 +25,8 @@ from eventlog.log import PartWriter
 from eventlog.writer_mark import EPOCH_KEY, MAX_EPOCH, WRITER_KEY, WriterMark
 
 from . import index as ix
-from .framing import ArrowFraming, Malformed
 from .codec import file_codec
+from .framing import ArrowFraming, Malformed
 from .layout import LOCK_FILE, layout_for
 from .reader import RAW_DECODE_ERRORS, io_error, segment_mark
 from .segment import Place, SegmentFiles, Stop

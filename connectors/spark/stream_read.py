@@ -42,7 +42,7 @@ from pyspark.sql.types import StructType
 
 from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.errors import EventLogError, ProgressError
-from eventlog.events import Entry, Messages
+from eventlog.events import Messages
 from eventlog.log import Log, open_log
 from eventlog.parts import CheckedPart, frontier_text, time_text
 from eventlog.time import Time, less_equal

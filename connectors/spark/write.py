@@ -46,16 +46,23 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from eventlog.parts import Capture
 from eventlog.errors import EventLogError, InvalidTimeError
 from eventlog.events import Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
-from eventlog.parts import CheckedPart
+from eventlog.parts import Capture, CheckedPart
 from eventlog.time import Time
 
-from .staging import PartStager, StagedPart, StreamExistsError, publish_job, remove_stream, remove_tree, \
-    stage_all, stream_exists
+from .staging import (
+    PartStager,
+    StagedPart,
+    StreamExistsError,
+    publish_job,
+    remove_stream,
+    remove_tree,
+    stage_all,
+    stream_exists,
+)
 from .times import TimeSpec
 from .uri import StreamURI, staging_uri
 

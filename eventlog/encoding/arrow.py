@@ -17,7 +17,7 @@ import pyarrow.ipc as ipc
 from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
 from ..events import Event, Messages, Progress
 from ..header import StreamHeader
-from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_HEADER_BYTES, MAX_EVENT_UPDATES, MAX_SEQ, check_limit
+from ..limits import MAX_EVENT_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_UPDATES, MAX_HEADER_BYTES, MAX_SEQ, check_limit
 from .ipc_message import BatchMessage, check_record_batch_message
 from .ipc_message import _native as _ipc_native
 from .sink import DrainSink

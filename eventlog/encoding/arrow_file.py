@@ -24,12 +24,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from .. import workers
 from ..errors import CorruptLogError, LimitError, LogLimitError, SchemaMismatchError
 from ..events import Event, Messages, Progress
-from .. import workers
 from ..header import StreamHeader
-from ..limits import (MAX_EVENT_BYTES, MAX_EVENT_DECODED_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS,
-                      MAX_EVENT_UPDATES, MAX_EVENT_VALUES, check_limit, decoded_bytes_bound)
+from ..limits import (
+    MAX_EVENT_BYTES,
+    MAX_EVENT_DECODED_BYTES,
+    MAX_EVENT_METADATA_BYTES,
+    MAX_EVENT_RECORDS,
+    MAX_EVENT_UPDATES,
+    MAX_EVENT_VALUES,
+    check_limit,
+    decoded_bytes_bound,
+)
 from ..records import constant_column, time_column
 from . import ipc_build
 from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event

@@ -32,8 +32,8 @@ from ..limits import (
 from .avro_scan import EventScanner
 from .avro_types import avro_record_schema, strip_logical
 from .sink import DrainSink
-from .zstd_frame import bounded_decompress, frame_bounds
 from .validate import validate_full
+from .zstd_frame import bounded_decompress, frame_bounds
 
 _SYNC_SIZE = 16
 _MAGIC = b"Obj\x01"

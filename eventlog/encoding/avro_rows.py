@@ -52,11 +52,11 @@ from .avro import (
     count_values,
     parse_schemas,
 )
-from .avro_scan import UpdatesWalk, _Compiler, _Counter
 from .avro_flat import row_encoder
+from .avro_scan import UpdatesWalk, _Compiler, _Counter
 from .avro_types import avro_record_schema
-from .zstd_frame import bounded_decompress
 from .validate import validate_full
+from .zstd_frame import bounded_decompress
 
 ROW_COLUMNS = ("_time", "_seq", "_ts", "_updates")
 """The fields a 2.x Avro row appends to the stream's fields."""

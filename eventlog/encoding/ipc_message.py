@@ -12,8 +12,14 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import LogLimitError
-from ..limits import (MAX_EVENT_DECODED_BYTES, MAX_EVENT_METADATA_BYTES, MAX_EVENT_RECORDS, MAX_EVENT_VALUES,
-                      MAX_EXPANSION_RATIO, decoded_bytes_bound)
+from ..limits import (
+    MAX_EVENT_DECODED_BYTES,
+    MAX_EVENT_METADATA_BYTES,
+    MAX_EVENT_RECORDS,
+    MAX_EVENT_VALUES,
+    MAX_EXPANSION_RATIO,
+    decoded_bytes_bound,
+)
 
 try:  # the same walk in C (built by pip install); the Python one below is the specification and says why
     from . import _ipc_native as _native

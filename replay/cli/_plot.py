@@ -22,7 +22,6 @@ from eventlog.antichain import Antichain, MutableAntichain
 from eventlog.time import Time
 
 from ._common import counted, frontier_text, time_text
-
 from ._history import FrontierHistory, FrontierStep
 
 _MARKER_LIMIT = 150

@@ -4,16 +4,13 @@ a plot (PNG, SVG or a self-contained HTML page)."""
 from __future__ import annotations
 
 import os
+
 import click
 from rich.table import Table
 from rich.text import Text
 
 from eventlog._extras import require
-from eventlog.antichain import Antichain, MutableAntichain
-from eventlog.events import Messages, Progress
-from eventlog.header import StreamHeader
-from eventlog.log import Log
-from eventlog.time import Time
+from eventlog.antichain import Antichain
 
 from ._common import (
     check_output_file,
@@ -25,7 +22,6 @@ from ._common import (
     note,
     open_uri,
     print_json,
-    progress,
     print_rich,
     stream_header,
     time_json,

@@ -14,8 +14,8 @@ from ._common import (
     human_bytes,
     open_uri,
     print_json,
-    progress,
     print_rich,
+    progress,
     stream_header,
     warn,
 )

@@ -163,6 +163,6 @@ def test_a_producer_without_idempotence_is_not_limited():
     fake = _SlowBroker(answers=False)
     store = _store(fake, URI + "?enable.idempotence=false")
     appender = store.appender(1, 0, "a.0-b.0")
-    for i in range(3 * MAX_IN_FLIGHT):
+    for _ in range(3 * MAX_IN_FLIGHT):
         appender.append(b"x")
     assert fake.most[0] == 3 * MAX_IN_FLIGHT and store.in_flight_waits == 0

@@ -241,7 +241,7 @@ def test_damaged_body_fails_naming_the_file(spark, jvm, log_dir):
         b = f.read(1)
         f.seek(-1, 1)
         f.write(bytes([b[0] ^ 0xFF]))
-    with pytest.raises(Exception):  # the Python reader refuses it too
+    with pytest.raises(Exception):  # noqa: B017 - the Python reader refuses it too (whichever error Spark wraps it in)
         read_log(spark, f"{log_dir}/typed", engine="python").collect()
     msg = _jvm_error(spark, f"{log_dir}/typed")
     assert "CorruptLogException: CorruptLogError: event fails its checksum" in msg  # found by the task

@@ -534,8 +534,8 @@ def test_existing_stream_is_refused_unless_replaced(spark, jvm, log_dir):
 
 
 def test_bad_times_fail_the_job(spark, jvm, log_dir):
-    from pyspark.errors import PySparkException
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
 
     for i, expr in enumerate(["if(id = 5, -1, id)", "if(id = 5, null, id)"]):
         df = spark.range(0, 10, 1, 1).selectExpr("id", f"{expr} as t")
@@ -642,9 +642,8 @@ def test_tap_engine_jvm_runs_in_the_jvm_and_captures_what_the_python_engine_does
 
 
 def test_tap_engine_auto_falls_back_saying_why_once_and_jvm_refuses(spark, jvm, log_dir, caplog):
-    import logging
-
     import importlib
+    import logging
 
     importlib.import_module("capture.tap")._said.clear()
     src = words(spark, 200, 2)

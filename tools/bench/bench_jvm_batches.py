@@ -53,7 +53,7 @@ def main() -> None:
     prepare(spark)  # build (first run) and load the jar: not timed
     log_dir = os.path.join(work, "log")
     runs = {f"micro-batch ({e})": tap_batches(log_dir, e, engine=e, peers=args.partitions) for e in ("python", "jvm")}
-    for name, run in runs.items():  # warm-up: batch 0 of each stream, untimed
+    for run in runs.values():  # warm-up: batch 0 of each stream, untimed
         run(generate(spark, 1000, args.partitions), 0)
     samples = Samples()
     for rep in range(args.reps):

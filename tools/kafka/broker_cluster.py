@@ -24,7 +24,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-import broker_fetch
 import broker_wire
 
 PROBE_TOPIC = "__eventlog_probe"
