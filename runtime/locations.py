@@ -22,7 +22,8 @@ While it runs, the tasks check that they see the folders the driver prepared: ru
 from __future__ import annotations
 
 import os
-from urllib.parse import urlparse
+
+from eventlog.uri import scheme_of
 
 from .checkpoints.storage import SUPPORTED_OBJECT_STORES, local_path, state_location_problem
 from .errors import LocationError
@@ -32,8 +33,6 @@ OBJECT_STORE_SCHEMES = frozenset({"s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "
 """Schemes of ``pyarrow.fs`` filesystems, which ``open_log`` accepts for inputs and outputs."""
 
 
-def _scheme(uri: str) -> str:
-    return urlparse(uri).scheme.lower()
 
 
 def _refuse(kind: str, uri: str, why: str) -> LocationError:
@@ -53,7 +52,7 @@ def check_locations(plan: Plan, *, channels: str, checkpoints: str, on_spark: bo
     for kind, uri in (("checkpoint", checkpoints), ("channel", channels)):
         if not isinstance(uri, str) or not uri:
             raise LocationError(f"the {kind} location must be a non-empty URI string, not {uri!r}")
-    scheme = _scheme(checkpoints)
+    scheme = scheme_of(checkpoints)
     if local_path(checkpoints) is None:
         if scheme not in SUPPORTED_OBJECT_STORES:
             extra = (f" (checkpoints on object storage: s3:// only, {scheme}:// is not supported)"
@@ -64,7 +63,7 @@ def check_locations(plan: Plan, *, channels: str, checkpoints: str, on_spark: bo
         if why is not None:
             raise _refuse("checkpoint", checkpoints, why)
     _check_path("checkpoint", checkpoints, on_spark)
-    scheme = _scheme(channels)
+    scheme = scheme_of(channels)
     if local_path(channels) is None and scheme != "kafka":
         extra = (" (an object store cannot carry channels: they are appended to and tailed; use kafka:// across "
                  "hosts)" if scheme in OBJECT_STORE_SCHEMES else "")
@@ -76,7 +75,7 @@ def check_locations(plan: Plan, *, channels: str, checkpoints: str, on_spark: bo
         if uri is None:
             continue
         kind = f"{'output' if node.kind == 'sink' else 'input'} (operator {node.name!r})"
-        scheme = _scheme(uri)
+        scheme = scheme_of(uri)
         if scheme == "memory":
             if on_spark:
                 raise _refuse(kind, uri, "a memory:// log lives in one process, but on Spark the operator runs in "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from eventlog.errors import InvalidURIError
+from eventlog.uri import scheme_of
 
 from .base import ChannelStore
 from .file import FileChannelStore
@@ -17,10 +18,11 @@ from .file import FileChannelStore
 
 def open_channel_store(uri: str, job: str, **options: Any) -> ChannelStore:
     """The channel store at ``uri`` for job ``job``: ``kafka://…`` or a file path / ``file://`` URI."""
-    if uri.startswith("kafka://"):
+    scheme = scheme_of(uri)
+    if scheme == "kafka":
         from .kafka import KafkaChannelStore  # the kafka extra (confluent_kafka): only for kafka:// channels
 
         return KafkaChannelStore(uri, job, **options)
-    if "://" in uri and not uri.startswith("file://"):
+    if scheme != "file":
         raise InvalidURIError(f"channels must be a file path, file:// or kafka:// URI, not {uri!r}")
     return FileChannelStore(uri, job, **options)

@@ -39,6 +39,8 @@ from urllib.parse import unquote, urlparse
 import pyarrow.fs as pafs
 
 from connectors.files.storage import AWS_SETTINGS, LocalStorage, MemoryFile, ReadFile, S3Storage, Storage
+from eventlog import uri
+from eventlog.errors import InvalidURIError
 
 from ..errors import CheckpointCorruptError, LocationError, StoreUnavailableError
 
@@ -52,14 +54,12 @@ _T = TypeVar("_T")
 
 
 def local_path(location: str) -> str | None:
-    """The path of a plain path or ``file://`` URI; None for any other scheme."""
-    parsed = urlparse(location)
-    scheme = parsed.scheme.lower()
-    if scheme == "":
-        return location
-    if scheme == "file" and parsed.netloc in ("", "localhost"):
-        return unquote(parsed.path)
-    return None
+    """The path of a plain path or ``file://`` URI (``eventlog.uri``); None for any other scheme, and for a
+    ``file://`` URI naming another host."""
+    try:
+        return uri.local_path(location)
+    except InvalidURIError:
+        return None
 
 
 def _read_exactly(f: ReadFile, offset: int, length: int) -> bytes:
@@ -276,7 +276,7 @@ def state_location_problem(location: str) -> str | None:
     if local_path(location) is not None:
         return None
     parsed = urlparse(location)
-    scheme = parsed.scheme.lower()
+    scheme = uri.scheme_of(location)
     if scheme not in SUPPORTED_OBJECT_STORES:
         return (f"the runtime keeps its state on a filesystem path, file:// or s3:// (S3 and S3-compatible "
                 f"stores), not {scheme}://")
