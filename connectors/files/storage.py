@@ -21,6 +21,7 @@ import errno
 import mmap
 import os
 import shutil
+import tempfile
 import threading
 import time
 from typing import Protocol
@@ -170,6 +171,35 @@ class _LocalRead:
         self.close()
 
 
+def temp_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in ``path``'s folder, to be renamed over ``path`` once whole: ``(fd, name)``. The
+    name is unpredictable and the file is created exclusively (``O_EXCL``: a file or symlink planted at the name
+    is never opened, so nothing outside the folder is written through it); its mode is what a plain ``open``
+    would give (the umask's), not ``mkstemp``'s 0600. The name ends in ``.tmp``, which the file log's readers and
+    repair skip."""
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    return fd, tmp
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back, once)."""
+    global _UMASK
+    if _UMASK is None:
+        _UMASK = os.umask(0o022)
+        os.umask(_UMASK)
+    return _UMASK
+
+
+_UMASK: int | None = None
+
+
 class LocalStorage(_Unversioned):
     """The local disk through ``os``: real appends, fsync, truncate and ``flock`` writer locks."""
 
@@ -218,8 +248,8 @@ class LocalStorage(_Unversioned):
             return f.read() if limit is None else f.read(limit)
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "wb") as f:
+        fd, tmp = temp_beside(path)
+        with open(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -233,9 +263,9 @@ class LocalStorage(_Unversioned):
             os.unlink(tmp)
 
     def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd, tmp = temp_beside(path)
         try:
-            with open(tmp, "wb") as f:
+            with open(fd, "wb") as f:
                 f.write(data)
                 if sync:
                     f.flush()

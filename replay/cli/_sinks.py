@@ -10,12 +10,14 @@ to one is replaced by the new file, its target is left alone).
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 from typing import Any, Protocol
 
 import pyarrow as pa
 
+from connectors.files.storage import temp_beside
 from eventlog.errors import SchemaMismatchError
 from eventlog.header import StreamHeader
 from eventlog.time import Time
@@ -64,7 +66,8 @@ class _FileSink:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+        fd, self.tmp = temp_beside(path)  # exclusive, unpredictable: a link planted beside the output is not followed
+        self.file = open(fd, "wb")  # noqa: SIM115 - closed in _finish/_discard
         self.rows = 0
 
     def _finish(self) -> None:
@@ -103,9 +106,9 @@ class _ArrowSink(_FileSink):
         if fmt == "parquet":
             import pyarrow.parquet as pq
 
-            self._writer: Any = pq.ParquetWriter(self.tmp, self.schema)
+            self._writer: Any = pq.ParquetWriter(self.file, self.schema)
         else:
-            self._writer = pa.ipc.new_file(self.tmp, self.schema)
+            self._writer = pa.ipc.new_file(self.file, self.schema)
 
     def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
         n = records.num_rows
@@ -127,9 +130,11 @@ class _ArrowSink(_FileSink):
     def _finish(self) -> None:
         self._flush()
         self._writer.close()
+        self.file.close()
 
     def _discard(self) -> None:
         self._writer.close()
+        self.file.close()
 
 
 class _AvroSink(_FileSink):
@@ -148,7 +153,7 @@ class _AvroSink(_FileSink):
         record["fields"] = [{"name": "_time", "type": time}, {"name": "_part", "type": "int"},
                             {"name": "_seq", "type": "long"}] + record["fields"]
         self._cast = not self._raw.equals(header.schema)
-        self._file = open(self.tmp, "wb")  # noqa: SIM115 - closed in _finish/_discard
+        self._file = self.file
         self._writer = fastavro.write.Writer(self._file, fastavro.parse_schema(record), codec="deflate")
 
     def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
@@ -173,7 +178,7 @@ class _JsonLinesSink(_FileSink):
         super().__init__(path)
         export_schema(header)
         self._converter = RecordConverter(header.schema, binary)
-        self._file = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in _finish/_discard
+        self._file = io.TextIOWrapper(self.file, encoding="utf-8")
 
     def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
         meta = {"_time": list(time) if isinstance(time, tuple) else time, "_part": part, "_seq": seq}
