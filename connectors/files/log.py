@@ -121,6 +121,14 @@ class FileLog(Log):
         if stream in self._headers:
             return self._headers[stream]
         try:
+            check_stream_name(stream)
+        except ValueError:
+            if stream in self.streams():  # a folder holding a header, under a name no stream may have
+                raise CorruptLogError(
+                    "a folder with a stream header whose name is not a valid stream name (not written by eventlog: "
+                    "rename or remove it)", stream=stream, path=self._st.join(self.root, stream)) from None
+            raise
+        try:
             return self._header(stream)
         except OSError as e:
             raise io_error(e, stream=stream) from None

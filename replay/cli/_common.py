@@ -345,14 +345,15 @@ def start_seq(offset: tuple[str, int], first_seq: int, next_seq: int) -> int:
 
 
 def print_rich(*renderables: Any) -> None:
-    """Print rich tables or text on stdout: styled to the terminal's width on a terminal; otherwise plain,
-    at their natural width (not squeezed into 80 columns), without trailing spaces."""
+    """Print rich tables or text on stdout, each on lines of its own: styled to the terminal's width on a
+    terminal; otherwise plain, at their natural width (not squeezed into 80 columns), without trailing spaces."""
     out = sys.stdout
     if out.isatty():
-        Console(file=out, highlight=False).print(*renderables)
+        Console(file=out, highlight=False).print(*renderables, sep="\n")
         return
     buf = io.StringIO()
-    Console(file=buf, width=400, no_color=True, highlight=False, soft_wrap=False, color_system=None).print(*renderables)
+    Console(file=buf, width=400, no_color=True, highlight=False, soft_wrap=False, color_system=None).print(
+        *renderables, sep="\n")
     out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
     out.flush()
 
