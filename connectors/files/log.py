@@ -169,7 +169,7 @@ class FileLog(Log):
         try:
             return self._create_stream(header)
         except OSError as e:
-            raise io_error(e, stream=header.stream) from None
+            raise io_error(e, writing=True, path=self._stream_dir(header.stream), stream=header.stream) from None
 
     def _create_stream(self, header: StreamHeader) -> StreamHeader:
         d = self._stream_dir(header.stream)

@@ -58,14 +58,17 @@ _UNREACHABLE = ("NETWORK_CONNECTION", "Could not connect", "Connection refused",
 """What pyarrow's and boto3's errors say when an object store does not answer."""
 
 
-def io_error(e: OSError, **where: object) -> EventLogError:
-    """An EventLogError for an OSError met opening, reading or writing a log's files (naming the file); a
+def io_error(e: OSError, *, writing: bool = False, path: str | None = None, **where: object) -> EventLogError:
+    """An EventLogError for an OSError met reading the log's files, or ``writing`` them (a full disk, a store
+    refusing a put), naming the file: the error's own, else ``path`` (the file being read or written); a
     ``StorageUnavailableError`` when the object store the log lives on does not answer."""
     said = str(e.strerror or e)
+    where["path"] = e.filename or path
     if any(m in said for m in _UNREACHABLE):
         return StorageUnavailableError(f"the object store the log lives on does not answer: {said}",
-                                       path=e.filename, **where)  # type: ignore[arg-type]
-    return EventLogError(f"cannot read the log's files: {said}", path=e.filename, **where)  # type: ignore[arg-type]
+                                       **where)  # type: ignore[arg-type]
+    action = "write" if writing else "read"
+    return EventLogError(f"cannot {action} the log's files: {said}", **where)  # type: ignore[arg-type]
 
 
 def segment_mark(codec: EventCodec, prefix: "bytes | memoryview | pa.Buffer", **where: object) -> WriterMark:

@@ -105,7 +105,7 @@ class FilePartWriter(PartWriter):
             self._st.make_dirs(self._dir)
             self._lock = self._st.lock(self._st.join(self._dir, LOCK_FILE))
         except OSError as e:
-            raise io_error(e, stream=self.stream, part=self.part) from None
+            raise io_error(e, writing=True, path=self._dir, stream=self.stream, part=self.part) from None
         self._seg: _OpenSegment | None = None
         self._ahead = sync == "none" and log.encode_ahead and hasattr(self._codec, "start")
         """Encode Messages events ahead on a pool thread (``sync="none"``: nothing is promised before rotation,
@@ -120,7 +120,7 @@ class FilePartWriter(PartWriter):
             self._next_seq = self._recover()
         except OSError as e:
             self._st.unlock(self._lock)
-            raise io_error(e, stream=self.stream, part=self.part) from None
+            raise io_error(e, writing=True, path=self._dir, stream=self.stream, part=self.part) from None
         except BaseException:
             self._st.unlock(self._lock)
             raise
@@ -471,14 +471,14 @@ class FilePartWriter(PartWriter):
         try:
             won = self._st.create_exclusive(path, bytes(seg.data.data))
         except OSError as e:
-            raise self._io(e) from None
+            raise self._io(e, path) from None
         if not won:
             self._failed = self._fenced(seg.first_seq)
             raise self._failed
         try:  # the segment is the truth: a missing index is rebuilt by the next writer, read around by readers
             self._st.write_file(self._index_path(seg.first_seq), bytes(seg.index.data))
         except OSError as e:
-            raise self._io(e) from None
+            raise self._io(e, self._index_path(seg.first_seq)) from None
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -487,9 +487,12 @@ class FilePartWriter(PartWriter):
             raise EventLogError(f"writer failed earlier and can append nothing more (open a new one): {self._failed}",
                                 stream=self.stream, part=self.part)
 
-    def _io(self, e: OSError) -> EventLogError:
-        """The writer cannot know what of its last write reached the files: it takes nothing more."""
-        self._failed = io_error(e, stream=self.stream, part=self.part)
+    def _io(self, e: OSError, path: str | None = None) -> EventLogError:
+        """The writer cannot know what of its last write reached the files: it takes nothing more. The error
+        names the file being written (``path``, else the open segment: an OSError of a write often names none)."""
+        if path is None:
+            path = self._open_path(self._seg.first_seq) if self._seg is not None else self._dir
+        self._failed = io_error(e, writing=True, path=path, stream=self.stream, part=self.part)
         return self._failed
 
     def append(self, event: Event) -> int:
@@ -515,7 +518,7 @@ class FilePartWriter(PartWriter):
             if self._seg is None:
                 self._open_segment(seq)
         except OSError as e:
-            raise self._io(e) from None
+            raise self._io(e, self._open_path(self._seg.first_seq if self._seg is not None else seq)) from None
         seg = self._seg
         assert seg is not None
         body = seg.encoder.encode(seq, event, started) if started is not None else seg.encoder.encode(seq, event)
