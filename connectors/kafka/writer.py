@@ -68,9 +68,12 @@ from .errors import LostDataError, WriterFencedError
 from .records import MAX_EPOCH, WriterMark, event_headers, part_key, writer_headers
 
 if TYPE_CHECKING:
-    from .log import KafkaLog
+    from .log import KafkaLog, PartTail
 
 _rdkafka_log = logging.getLogger("eventlog.kafka.rdkafka")
+
+_TAIL_PASSES = 5
+"""Reading passes a writer makes over the end of its part when it opens (``_check_tail``)."""
 # A sync waits in slices of at most this many seconds, and asks the cluster whether the part's topic still
 # exists between them: records for a deleted topic are held by librdkafka for topic.metadata.propagation.max.ms
 # (30 s) from the topic's first use before they fail, which is how long a tap attempt whose staging topics were
@@ -133,6 +136,12 @@ class KafkaPartWriter(PartWriter):
                 f"expects to continue from seq {expect_next_seq}: events {self._next}..{expect_next_seq - 1} are "
                 f"gone (topic deleted and recreated, a broker that lost its data, retention); refusing to start "
                 f"another history", stream=self.stream, part=part, seq=self._next, offset=tail.high)
+        if tail.high > 1:  # the header record, then events (or records that only look like some)
+            try:
+                self._check_tail(tail)
+            except BaseException:
+                self._producer = None
+                raise
         previous = tail.writer.epoch if tail.writer is not None else 0
         if previous >= MAX_EPOCH:
             self._producer = None
@@ -147,6 +156,34 @@ class KafkaPartWriter(PartWriter):
         self._synced = self._next
         self.records_sent = 0
         """Kafka records produced by this writer."""
+
+    def _check_tail(self, tail: "PartTail") -> None:
+        """Read the end of the part as a reader does, from the event before the last one to the partition's end:
+        a writer never appends behind records its readers refuse (garbage, a value of another schema, lying
+        headers, a replayed record, a gap), which would leave every event it acknowledges unreadable. The last
+        event a reader delivers must be the one the tail names; CorruptLogError otherwise, naming the record."""
+        start = max(1, tail.last_seq - 1)
+        last = 0
+        try:
+            with self._log.reader(self.stream, self.part, start=start) as reader:
+                for _ in range(_TAIL_PASSES):  # a pass may end before the partition's end (the consumer's queue)
+                    read = 0
+                    for entry in reader:
+                        read += 1
+                        last = max(last, entry.seq)
+                    if not read and last >= tail.last_seq:
+                        break
+        except EventLogError as e:
+            raise CorruptLogError(
+                f"the part ends with a record its readers refuse ({e.reason}): a writer does not append behind it "
+                "(a foreign or buggy producer wrote to the stream's topic; `replay verify` lists the records, a new "
+                "stream is the way on)", stream=self.stream, part=self.part, seq=e.seq, offset=e.offset) from None
+        if last != tail.last_seq:
+            raise CorruptLogError(
+                f"the part's last record says seq {tail.last_seq} (kafka offset {tail.high - 1} or before) but its "
+                f"readers deliver up to seq {last or 'none'}: a record was written behind the part's writer (a replayed "
+                "or foreign record); a writer does not append behind it (`replay verify` lists the records)",
+                stream=self.stream, part=self.part, seq=tail.last_seq)
 
     @property
     def epoch(self) -> int:
