@@ -17,17 +17,19 @@ broken part raises ``ProgressError`` naming the stream, part and sequence id.
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from eventlog.antichain import Antichain
 from eventlog.errors import SchemaMismatchError
-from eventlog.events import Entry, Messages
+from eventlog.events import Messages
 from eventlog.header import StreamHeader
 from eventlog.log import Log, open_log
-from eventlog.parts import CheckedPart, check_isolation
+from eventlog.parts import CheckedPart, check_isolation, part_frontier
 from eventlog.time import Time, less_equal
 
 LOG_COLUMNS = ("_time", "_part", "_seq")
@@ -40,6 +42,20 @@ _OWN_BATCH_ROWS = 4096
 """An event of at least this many rows stays a batch of its own (joining would copy it for little gain)."""
 
 
+@dataclass(frozen=True)
+class StreamRead:
+    """What ``read_dataset`` read: the dataset, the stream's frontier then, and what it left out."""
+
+    dataset: ds.Dataset
+    frontier: Antichain
+    """The stream's merged frontier (every part's) when its parts were read: a time is complete when it is not
+    in advance of any element."""
+    left_out_rows: int = 0
+    """Records at times not complete yet, left out (without ``incomplete``)."""
+    left_out_times: tuple[Time, ...] = ()
+    """Those times, sorted."""
+
+
 def dataset(
     uri: "str | os.PathLike[str] | Log",
     stream: str,
@@ -48,15 +64,34 @@ def dataset(
     until: Time | None = None,
     isolation: str = "committed",
     parts: Iterable[int] | None = None,
+    incomplete: bool = True,
 ) -> ds.Dataset:
     """The records of ``stream`` in the log at ``uri`` (a URI, a path or an open ``Log``) as a
     ``pyarrow.dataset.Dataset`` with ``_time``, ``_part`` and ``_seq`` appended (module doc).
 
     ``since``/``until`` keep the times ``t`` with ``since <= t`` and not ``until <= t`` (component-wise for
-    product times); ``isolation="uncommitted"`` gives every record as read; ``parts`` reads only those parts.
+    product times); ``isolation="uncommitted"`` gives every record as read; ``parts`` reads only those parts;
+    ``incomplete=False`` keeps only the times complete in every part of the stream (what ``replay export``, the
+    replayers' ``completed()`` and the Spark sources give; ``read_dataset`` says what was left out).
     The log is read when this is called (it ends where each part ends then), and the dataset can be scanned
     any number of times. Raises ``StreamNotFoundError``, ``SchemaMismatchError`` when a record field is
     named like an appended column, ``ValueError`` for a part the stream does not have."""
+    return read_dataset(uri, stream, since=since, until=until, isolation=isolation, parts=parts,
+                        incomplete=incomplete).dataset
+
+
+def read_dataset(
+    uri: "str | os.PathLike[str] | Log",
+    stream: str,
+    *,
+    since: Time | None = None,
+    until: Time | None = None,
+    isolation: str = "committed",
+    parts: Iterable[int] | None = None,
+    incomplete: bool = False,
+) -> StreamRead:
+    """``dataset``'s records with the stream's frontier and what was left out as not complete yet (by default
+    only complete times are kept here)."""
     check_isolation(isolation)
     log = uri if isinstance(uri, Log) else open_log(uri)
     try:
@@ -69,7 +104,7 @@ def dataset(
         def keep(t: Time) -> bool:
             return (since_t is None or less_equal(since_t, t)) and (until_t is None or not less_equal(until_t, t))
 
-        return _read_dataset(log, header, wanted, keep, isolation)
+        return _read_dataset(log, header, wanted, keep, isolation, incomplete)
     finally:
         if log is not uri:
             log.close()
@@ -98,24 +133,33 @@ def _check_parts(header: StreamHeader, parts: Iterable[int] | None) -> list[int]
 
 
 def _read_dataset(log: Log, header: StreamHeader, parts: list[int], keep: Callable[[Time], bool],
-                  isolation: str) -> ds.Dataset:
-    """The generic path, for every kind of log: each part read through ``log.reader`` into memory."""
+                  isolation: str, incomplete: bool) -> StreamRead:
+    """The generic path, for every kind of log: each part read through ``CheckedPart`` into memory; without
+    ``incomplete`` the records at times the stream's frontier has not passed are left out."""
     schema = dataset_schema(header)
+    events: dict[int, list[tuple[pa.RecordBatch, Time, int]]] = {}
+    frontiers: list[Antichain] = []
+    for part in range(header.peers):
+        if part not in parts:
+            frontiers.append(part_frontier(log, header, part))
+            continue
+        with CheckedPart(log, header, part, isolation=isolation) as reader:
+            events[part] = [(e.event.records, e.event.time, e.seq) for e in reader.read()
+                            if isinstance(e.event, Messages) and e.event.records.num_rows and keep(e.event.time)]
+            frontiers.append(reader.frontier)
+    frontier = Antichain(t for f in frontiers for t in f)
     batches: list[pa.RecordBatch] = []
+    left_rows, left_times = 0, set()
     for part in parts:
         builder = _PartBatches(header, part, schema)
-        for entry in _part_view(log, header, part, isolation):
-            ev = entry.event
-            if isinstance(ev, Messages) and ev.records.num_rows and keep(ev.time):
-                batches.extend(builder.add(ev.records, ev.time, entry.seq))
+        for records, time, seq in events[part]:
+            if incomplete or not frontier.less_equal(time):
+                batches.extend(builder.add(records, time, seq))
+            else:
+                left_rows += records.num_rows
+                left_times.add(time)
         batches.extend(builder.flush())
-    return ds.InMemoryDataset(batches, schema=schema)
-
-
-def _part_view(log: Log, header: StreamHeader, part: int, isolation: str) -> Iterator[Entry]:
-    """One part's events to its current end, read by every rule (``eventlog.parts.CheckedPart``)."""
-    with CheckedPart(log, header, part, isolation=isolation) as reader:
-        yield from reader.read()
+    return StreamRead(ds.InMemoryDataset(batches, schema=schema), frontier, left_rows, tuple(sorted(left_times)))
 
 
 class _PartBatches:
@@ -162,4 +206,4 @@ class _PartBatches:
         return [pa.RecordBatch.from_arrays(list(records.columns) + [time, part, seq], schema=self._schema)]
 
 
-__all__ = ["LOG_COLUMNS", "dataset", "dataset_schema"]
+__all__ = ["LOG_COLUMNS", "StreamRead", "dataset", "dataset_schema", "read_dataset"]

@@ -47,8 +47,8 @@ def test_only_the_streams_the_query_names_are_read_and_odd_names_are_quoted(uri,
     capture_numbers(uri, stream="jobA.counts", peers=1, times=2)
     capture_numbers(uri, stream="to-do", peers=1, times=2)
     read = []
-    real = sql_module.dataset
-    monkeypatch.setattr(sql_module, "dataset", lambda log, name, **kw: read.append(name) or real(log, name, **kw))
+    real = sql_module.read_dataset
+    monkeypatch.setattr(sql_module, "read_dataset", lambda log, name, **kw: read.append(name) or real(log, name, **kw))
     out = jsonl(replay_cli("sql", uri, 'select count(*) as n from "jobA.counts" a join "jobA.counts" b using (_time)'))
     assert out == [{"n": 2 * 2 * 2}] and read == ["jobA.counts"]  # a self-join scans the view twice
     read.clear()
@@ -73,8 +73,39 @@ def test_since_until_and_uncommitted(uri):
     cap.send(1, [{"n": 2}])  # time 1 not complete: not committed
     cap.abort()
     assert jsonl(replay_cli("sql", uri, "select n from open order by n")) == [{"n": 1}]
-    assert jsonl(replay_cli("sql", uri, "select n from open order by n", "--uncommitted")) == [{"n": 1}, {"n": 2}]
+    assert jsonl(replay_cli("sql", uri, "select n from open order by n", "--uncommitted")) == [{"n": 1}]
+    everything = replay_cli("sql", uri, "select n from open order by n", "--uncommitted", "--incomplete")
+    assert jsonl(everything) == [{"n": 1}, {"n": 2}]
     replay_cli("sql", uri, "select * from open", "--since", "1,2", expect=2)  # not an int64 time
+
+
+def test_only_complete_times_by_default_as_export_gives_and_stderr_says_what_was_left_out(tmp_path):
+    """A stream with a stalled part: the other consumers give only the times every part has passed; so does sql,
+    saying on stderr what it left out; --incomplete gives every record (issue 33 §8)."""
+    uri = str(tmp_path / "log")
+    schema = pa.schema([("n", pa.int64())])
+    log = open_log(uri)
+    with Capture(log, "s", 0, 2, schema=schema) as fast:
+        for t in range(5):
+            fast.send(t, [{"n": t}])
+            fast.advance_to(t + 1)
+    slow = Capture(log, "s", 1, 2, schema=schema)
+    for t in range(2):
+        slow.send(t, [{"n": 100 + t}])
+        slow.advance_to(t + 1)
+    slow.send(2, [{"n": 102}])
+    slow.advance_to(3)  # part 1 stalls at 3: times 3 and 4 of part 0 are not complete
+    r = replay_cli("sql", uri, "select count(*) as n, max(_time) as t from s")
+    assert jsonl(r) == [{"n": 6, "t": 2}]  # times 0, 1, 2 of both parts; 3 and 4 of part 0 wait for part 1
+    assert "left out 2 records at 2 time(s) not complete yet (3, 4; stream frontier [3])" in r.stderr
+    assert "--incomplete" in r.stderr
+    assert jsonl(replay_cli("sql", uri, "select count(*) as n from s", "--incomplete")) == [{"n": 8}]
+    out = tmp_path / "s.jsonl"
+    replay_cli("export", uri, "s", out)
+    assert len(out.read_text().splitlines()) == 6  # what export gives
+    slow.close()
+    done = replay_cli("sql", uri, "select count(*) as n from s")
+    assert jsonl(done) == [{"n": 8}] and "left out" not in done.stderr
 
 
 def test_product_times_and_binary_values(tmp_path):

@@ -12,15 +12,18 @@ import pyarrow as pa
 
 from eventlog._extras import require
 from eventlog.log import Log
-from replay.dataset import dataset
+from replay.dataset import read_dataset
 
 from ._common import (
     EXIT_LOG_ERROR,
     TIME,
     _fail,
     as_time,
+    frontier_text,
+    note,
     open_uri,
     stream_header,
+    time_text,
     uncommitted_option,
 )
 from ._output import FORMATS, default_format, row_writer
@@ -63,11 +66,19 @@ def _streams_used(con: Any, query: str, streams: list[str]) -> list[str]:
     return [s for s in streams if s.lower() in named]
 
 
-def _register(con: Any, log: Log, names: list[str], since: Any, until: Any, isolation: str) -> None:
+def _register(con: Any, log: Log, names: list[str], since: Any, until: Any, isolation: str, incomplete: bool) -> None:
+    """Each named stream as a view over ``replay.read_dataset``: complete times only unless ``incomplete``, saying
+    on stderr what was left out (as ``replay export`` does)."""
     for name in names:
         header = stream_header(log, name)
-        con.register(name, dataset(log, name, since=as_time(since, header, "--since"),
-                                   until=as_time(until, header, "--until"), isolation=isolation))
+        read = read_dataset(log, name, since=as_time(since, header, "--since"), until=as_time(until, header, "--until"),
+                            isolation=isolation, incomplete=incomplete)
+        con.register(name, read.dataset)
+        if read.left_out_rows:
+            times = read.left_out_times
+            shown = ", ".join(time_text(t) for t in times[:5]) + (", …" if len(times) > 5 else "")
+            note(f"stream {name!r}: left out {read.left_out_rows} records at {len(times)} time(s) not complete yet "
+                 f"({shown}; stream frontier {frontier_text(read.frontier)}); --incomplete includes them")
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -120,14 +131,18 @@ def _print(reader: pa.RecordBatchReader, fmt: str, binary: str) -> None:
 @click.option("--since", type=TIME, help="Only records at times t with SINCE <= t (product times: 1,2).")
 @click.option("--until", type=TIME, help="Only records at times t that are not >= UNTIL.")
 @uncommitted_option
+@click.option("--incomplete", is_flag=True, help="Also query times that are not complete yet (default: only the "
+              "times every part has passed, what export and the Spark sources give; stderr says what was left out).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS),
               help="Output format (default: table on a terminal, jsonl when piped).")
 @click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64", show_default=True,
               help="How binary values are written.")
-def sql(uri: str, query: str, since: Any, until: Any, isolation: str, fmt: str | None, binary: str) -> None:
+def sql(uri: str, query: str, since: Any, until: Any, isolation: str, incomplete: bool, fmt: str | None,
+        binary: str) -> None:
     """Run the SQL QUERY (DuckDB) over the streams of the log URI: each stream is a view named after it,
     with its columns and _time (int64, or a list for product times), _part and _seq; quote names with . or -
-    ("a.b"). Only the streams the query names are read (their committed records, unless --uncommitted).
+    ("a.b"). Only the streams the query names are read: their committed records (unless --uncommitted) at
+    times complete in every part (unless --incomplete; stderr says what was left out).
     A table on a terminal, JSON lines when piped. Needs DuckDB: pip install 'eventlog[sql]'.
 
     Exit 1 when DuckDB refuses or fails the query (its error on one line), 3 on a log or I/O error or
@@ -144,7 +159,7 @@ def sql(uri: str, query: str, since: Any, until: Any, isolation: str, fmt: str |
     con = duckdb.connect()
     try:
         used = _streams_used(con, query, log.streams())
-        _register(con, log, used, since, until, isolation)
+        _register(con, log, used, since, until, isolation, incomplete)
         relation = con.sql(query)
         if relation is not None:
             _print(relation.to_arrow_reader(_BATCH_ROWS), fmt or default_format(), binary)
