@@ -274,7 +274,7 @@ class FilePartReader(PartReader):
             try:
                 step = f.next_place(cur.seq, cur.offset)
             except Malformed as m:
-                if cur.sealed:
+                if cur.sealed or f.is_sealed:  # a sealed segment (its name says so) is whole, footer included
                     raise f.error(f"damaged event bytes in a finished segment: {m.reason}", seq=cur.seq,
                                   offset=m.offset) from None
                 self.tail_problem = f"bytes that are no event at byte {m.offset} of {f.data_path}: {m.reason}"
@@ -345,10 +345,13 @@ class FilePartReader(PartReader):
                 raise f.error("bytes after the end-of-stream marker", offset=after)
             if cur.blocks is not None:
                 self._check_footer(cur, stop.offset)
+        elif cur.blocks is not None and (cur.sealed or f.is_sealed) and not stop.problem:
+            raise f.error("sealed segment does not end with its end-of-stream marker and footer after its last event",
+                          offset=stop.offset)
         if extra_entries and (stop.eos or cur.sealed):
             raise f.error(f"index has more than the segment: {beyond}", seq=cur.seq,
                           offset=ix.entry_position(cur.first_seq, cur.seq), index=True)
-        if cur.sealed:
+        if cur.sealed or f.is_sealed:
             if stop.problem:
                 raise f.error(f"finished segment does not end with a whole event: {stop.problem}", seq=cur.seq,
                               offset=stop.offset)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eventlog.encoding.ipc_file import EOS, footer_blocks, trailer_length
+from eventlog.encoding.ipc_file import EOS, Block, footer, footer_blocks, trailer_length
 from eventlog.errors import CorruptLogError, UnsupportedVersionError
 
 from . import index as ix
@@ -271,7 +271,20 @@ class SegmentFiles:
         if [(b.offset, b.meta_length + b.body_length) for b in blocks] != places:
             return (f"the footer lists {len(blocks)} record batches that are not the segment's {len(places)} events "
                     f"(offsets and lengths)")
+        if self.read(eos, self.data_size - eos) != self.suffix_for(places):
+            return ("the footer is not the one the segment's schema and events make (its schema, version or "
+                    "blocks say something else than the segment: third-party readers would believe it)")
         return None
+
+    def suffix_for(self, places: "list[tuple[int, int]]") -> bytes:
+        """The end-of-stream marker and footer a 2.x Arrow segment holding the events at ``places``
+        (``(offset, length)``) ends with: the prefix's schema message and each event's block, its metadata length
+        read from the event itself. Every writer writes exactly these bytes."""
+        blocks = []
+        for offset, length in places:
+            meta = 8 + int.from_bytes(self.read(offset + 4, 4), "little", signed=True)
+            blocks.append(Block(offset, meta, length - meta))
+        return footer(self.read(8, (self.prefix_len or 0) - 8), blocks)
 
     def suffix_whole(self, offset: int) -> bool:
         """Whether the segment ends, cleanly, with the whole suffix that starts at ``offset`` (where the

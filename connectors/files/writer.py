@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from eventlog.encoding import EventCodec, SegmentDecoder, SegmentEncoder
-from eventlog.encoding.ipc_file import Block, footer
 from eventlog.errors import CorruptLogError, EventLogError, SequenceError, WriterFencedError
 from eventlog.events import Event, Messages, Progress
 from eventlog.header import StreamHeader
@@ -317,13 +316,10 @@ class FilePartWriter(PartWriter):
         """Seal a 2.x segment a crashed writer left open: write its suffix (the end-of-stream marker and the
         footer listing ``places``, Arrow) unless it is whole already, then give it its sealed name."""
         if not suffix_written and f.encoding == "arrow":
-            blocks = []
-            for p in places:
-                meta = 8 + int.from_bytes(f.read(p.offset + 4, 4), "little", signed=True)
-                blocks.append(Block(p.offset, meta, p.length - meta))
+            suffix = f.suffix_for([(p.offset, p.length) for p in places])
             out = self._st.append_to(f.data_path)
             try:
-                out.write(footer(f.read(8, (f.prefix_len or 0) - 8), blocks))
+                out.write(suffix)
                 out.fsync()
             finally:
                 out.close()
