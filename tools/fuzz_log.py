@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import io
 import json
 import multiprocessing as mp
 import os
 import random
 import resource
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -83,8 +81,8 @@ def _schemas() -> list[tuple[str, Any, str]]:
 
 
 def _rows(rng: random.Random, name: str, n: int) -> list[dict]:
-    import decimal
     import datetime as dt
+    import decimal
 
     out = []
     for i in range(n):
@@ -511,7 +509,7 @@ def fuzz(seed: int, count: int, jobs: int, chunk: int, targets: tuple[str, ...],
                 if hung:
                     p.kill()
                 p.join()
-                kind = "hang" if hung else f"crash"
+                kind = "hang" if hung else "crash"
                 detail = f"exit code {p.exitcode}" if dead else f"no progress for {hang_seconds:.0f}s"
                 findings.append((cur, "?", kind, detail))
                 outcomes[("?", kind)] += 1
