@@ -271,10 +271,16 @@ class KafkaChannelStore(ChannelStore):
         was not taken when its delivery report says which."""
         self._stopped = self._stopped or str(error)
         if self._producer is not None:
-            try:
-                self._producer.poll(0)    # the failed bundle's delivery report, if it is not served yet
-            except Exception:  # noqa: BLE001 - the producer is stopped; its error is raised below
-                pass
+            # the failed bundle's delivery report: a stopped producer reports every bundle in flight, but on a busy
+            # machine after its fatal error, so wait for it (briefly) rather than poll once
+            deadline = time.monotonic() + min(self.timeout, _REPORT_WAIT)
+            while True:
+                try:
+                    self._producer.poll(0.05)
+                except Exception:  # noqa: BLE001 - the producer is stopped; its error is raised below
+                    pass
+                if self._errors or not any(self._in_flight.values()) or time.monotonic() > deadline:
+                    break
         self._raise_errors(channel)
         raise ChannelError(f"kafka producer of channel {channel!r} stopped: {error}") from None
 
@@ -371,6 +377,10 @@ class KafkaChannelStore(ChannelStore):
 
     def __repr__(self) -> str:
         return f"KafkaChannelStore({self.uri!r}, job={self.job!r})"
+
+
+_REPORT_WAIT = 10.0
+"""Seconds a stopped producer's channel waits for the delivery report naming the bundle that was not taken."""
 
 
 def _flag(value: Any) -> bool:
