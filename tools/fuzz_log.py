@@ -163,56 +163,100 @@ def _bundle_kind(k: int) -> int:
 # --------------------------------------------------------------------------------------------- mutation
 
 
+def _flip(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str:
+    i = rng.randrange(len(buf))
+    bit = rng.randrange(8)
+    buf[i] ^= 1 << bit
+    return f"flip@{i}.{bit}"
+
+
+def _byte(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str:
+    i = rng.randrange(len(buf))
+    buf[i] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)])
+    return f"byte@{i}"
+
+
+def _int(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str:
+    width = rng.choice([1, 2, 4, 8])
+    i = rng.randrange(max(1, len(buf) - width))
+    v = rng.choice(_INTERESTING) & ((1 << (8 * width)) - 1)
+    buf[i:i + width] = v.to_bytes(width, "little")
+    return f"int{8 * width}@{i}={v}"
+
+
+def _truncate(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str:
+    cut = rng.randrange(len(buf) + 1) if buf else 0
+    del buf[cut:]
+    return f"truncate@{cut}"
+
+
+def _delete(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str:
+    i = rng.randrange(len(buf))
+    k = rng.randint(1, 16)
+    del buf[i:i + k]
+    return f"delete@{i}+{k}"
+
+
+def _insert(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str:
+    i = rng.randrange(len(buf) + 1)
+    ins = rng.randbytes(rng.randint(1, 16))
+    buf[i:i] = ins
+    return f"insert@{i}+{len(ins)}"
+
+
+def _splice(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str | None:
+    other = rng.choice(pool)
+    if not other:
+        return None
+    a = rng.randrange(len(other))
+    piece = other[a:a + rng.randint(1, 64)]
+    i = rng.randrange(len(buf) + 1)
+    buf[i:i + len(piece)] = piece
+    return f"splice@{i}+{len(piece)}"
+
+
+def _swap(rng: random.Random, buf: bytearray, pool: list[bytes]) -> str | None:
+    if not buf:
+        return None
+    i = rng.randrange(len(buf))
+    j = rng.randrange(len(buf))
+    buf[i], buf[j] = buf[j], buf[i]
+    return f"swap@{i},{j}"
+
+
+MUTATIONS: dict[str, Callable[[random.Random, bytearray, list[bytes]], "str | None"]] = {
+    "flip": _flip, "byte": _byte, "int": _int, "truncate": _truncate, "delete": _delete, "insert": _insert,
+    "splice": _splice, "swap": _swap,
+}
+"""The damage classes of bytes: each changes ``buf`` in place and returns a short description (None when it
+changed nothing). ``mutate`` draws among them; ``tools/conformance_corpus.py`` applies each one by name."""
+
+_DRAW: list[tuple[float, str, Callable[[int, list[bytes]], bool]]] = [
+    (0.25, "flip", lambda n, pool: n > 0),
+    (0.40, "byte", lambda n, pool: n > 0),
+    (0.60, "int", lambda n, pool: n >= 8),
+    (0.72, "truncate", lambda n, pool: True),
+    (0.80, "delete", lambda n, pool: n > 0),
+    (0.88, "insert", lambda n, pool: True),
+    (0.95, "splice", lambda n, pool: bool(pool)),
+]
+"""How ``mutate`` picks a class from one uniform draw: the first row whose bound is above it and whose guard
+holds the data's length and pool; ``swap`` when none does."""
+
+FILE_ACTIONS = ("removed", "emptied")
+"""The damage classes of whole files in ``run_files``: a file removed, an index emptied."""
+
+
 def mutate(rng: random.Random, data: bytes, pool: list[bytes]) -> tuple[bytes, str]:
     """One to three mutations of ``data``; returns the bytes and a short description."""
     buf = bytearray(data)
     what = []
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         op = rng.random()
-        n = len(buf)
-        if op < 0.25 and n:
-            i = rng.randrange(n)
-            bit = rng.randrange(8)
-            buf[i] ^= 1 << bit
-            what.append(f"flip@{i}.{bit}")
-        elif op < 0.40 and n:
-            i = rng.randrange(n)
-            buf[i] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)])
-            what.append(f"byte@{i}")
-        elif op < 0.60 and n >= 8:
-            width = rng.choice([1, 2, 4, 8])
-            i = rng.randrange(max(1, n - width))
-            v = rng.choice(_INTERESTING) & ((1 << (8 * width)) - 1)
-            buf[i:i + width] = v.to_bytes(width, "little")
-            what.append(f"int{8 * width}@{i}={v}")
-        elif op < 0.72:
-            cut = rng.randrange(n + 1) if n else 0
-            del buf[cut:]
-            what.append(f"truncate@{cut}")
-        elif op < 0.80 and n:
-            i = rng.randrange(n)
-            k = rng.randint(1, 16)
-            del buf[i:i + k]
-            what.append(f"delete@{i}+{k}")
-        elif op < 0.88:
-            i = rng.randrange(n + 1)
-            ins = rng.randbytes(rng.randint(1, 16))
-            buf[i:i] = ins
-            what.append(f"insert@{i}+{len(ins)}")
-        elif op < 0.95 and pool:
-            other = rng.choice(pool)
-            if other:
-                a = rng.randrange(len(other))
-                piece = other[a:a + rng.randint(1, 64)]
-                i = rng.randrange(n + 1)
-                buf[i:i + len(piece)] = piece
-                what.append(f"splice@{i}+{len(piece)}")
-        else:
-            if n:
-                i = rng.randrange(n)
-                j = rng.randrange(n)
-                buf[i], buf[j] = buf[j], buf[i]
-                what.append(f"swap@{i},{j}")
+        name = next((name for bound, name, ok in _DRAW if op < bound and ok(len(buf), pool)), "swap")
+        done = MUTATIONS[name](rng, buf, pool)
+        if done is not None:
+            what.append(done)
     return bytes(buf), " ".join(what) or "none"
 
 

@@ -7,14 +7,20 @@ records only at times complete at the merged frontier planned on the driver (all
 ``incomplete``) — but no Python worker runs: each task (``src/eventlog/spark/JvmRead.java``, ``PartRead``,
 ``PartBatches``) reads its parts' sealed segments (memory-mapped; on S3 each segment object is first copied into
 the executor's Spark local directory by a ``GetObject``, the part's folder listed with ``ListObjectsV2``, with
-the endpoint and credentials the driver resolved, as the tap's), verifies what the Python file reader
-verifies (index entry checksums and chain, every body's CRC-32, the sequence id, kind and time of every
-event, the footer, segment epochs and continuity, ``_time``/``_seq`` columns, every decoded batch validated),
-applies the committed view of FORMAT.md §1.1 (void messages of an ended incarnation dropped, the held suffix
-not delivered), and hands Spark the decoded Arrow vectors (``ArrowColumnVector``) through
-``internalCreateDataFrame``. A damaged log fails the job with ``CorruptLogException`` (``CorruptLogError:`` /
-``SequenceError:`` / ``ProgressError:`` …, naming stream, part, seq, byte offset and file); no row of a
-damaged event is returned.
+the endpoint and credentials the driver resolved, as the tap's), makes the checks the Python file reader makes,
+in its order (index headers, entry checksums and chain, the Arrow framing where the index has no entry, every
+body's CRC-32, every IPC message bounded before anything is allocated for it and verified as pyarrow verifies
+it, the sequence id, kind, write time and time or updates of every event, timely's progress rules, every
+Messages event decoded and validated as pyarrow's full validation does — delivered or not —, the footer,
+segment prefixes, writer epochs and continuity, ``_time``/``_seq`` columns), applies the committed view of
+FORMAT.md §1.1 (void messages of an ended incarnation dropped, the held suffix not delivered), and hands Spark
+the decoded Arrow vectors (``ArrowColumnVector``) through ``internalCreateDataFrame``. A damaged log fails the
+job with ``CorruptLogException`` whose message starts with the Python reader's error for the same damage
+(``CorruptLogError:`` / ``LogLimitError:`` / ``UnsupportedVersionError:`` / ``SequenceError:`` /
+``ProgressError:``) and names the same file, with stream, part, seq and byte offset; no row of a damaged event
+is returned. ``tests/spark/test_conformance.py`` holds both readers to that on one corpus of good and damaged
+logs (``tools/conformance_corpus.py``). A sealed segment (FORMAT.md §3.4) is whole, the newest one too: one cut
+short is damage here, also where the Python reader still reads it as a torn tail (cut inside its prefix).
 
 **What it reads.** File logs of format 2.x, local or on S3, the Arrow encoding, sealed segments only (a part with an
 open segment — a live writer — or a crashed writer's unsealed one is read by the Python reader), assign mode

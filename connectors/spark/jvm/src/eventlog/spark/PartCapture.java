@@ -328,23 +328,13 @@ final class PartCapture {
         }
     }
 
-    private static int compareTimes(long[] a, long[] b) {
-        for (int i = 0; i < a.length; i++) {
-            int c = Long.compare(a[i], b[i]);
-            if (c != 0) {
-                return c;
-            }
-        }
-        return 0;
-    }
-
     /** Write every buffered time's records (in time order) and free the buffers. */
     private void flushAll() throws IOException {
         if (literal != null) {
             flush(literal);
         }
         List<Buffer> times = new ArrayList<>(pending.values());
-        times.sort((x, y) -> compareTimes(x.time, y.time));
+        times.sort((x, y) -> Arrays.compare(x.time, y.time));
         for (Buffer b : times) {
             flush(b);
             if (free.size() < KEEP_FREE) {

@@ -1,6 +1,7 @@
 package eventlog.spark;
 
 import java.io.IOException;
+import java.math.BigInteger;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -16,50 +17,66 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import java.util.zip.CRC32;
-import org.apache.arrow.flatbuf.Block;
-import org.apache.arrow.flatbuf.KeyValue;
 import org.apache.arrow.flatbuf.Message;
-import org.apache.arrow.flatbuf.MessageHeader;
-import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.VectorUnloader;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
- * The first pass over one part of a sealed 2.x Arrow file log (FORMAT.md §3.2-§3.4, §4.1), as
- * {@code connectors/files/reader.py} and {@code replay/committed.py} read it: every segment's prefix, schema
- * and epoch (never decreasing), every index entry's checksum and chain (a damaged <i>last</i> entry, a short
- * or missing index: the events are found by the Arrow framing), every body's CRC-32, every event's metadata
- * (sequence id of its place, kind, time or updates), the end-of-stream marker and a footer listing exactly
- * the events, segments continuing each other from seq 1. The Messages events the committed view releases
- * (FORMAT.md §1.1: in sequence order, each once a later Progress passes its time, void ones of an ended
- * incarnation dropped, those held at the end not delivered) are returned; {@link PartBatches} decodes them.
+ * The first pass over one part of a sealed 2.x Arrow file log (FORMAT.md §3.2-§3.4, §4.1), making the checks
+ * {@code connectors/files/reader.py} (with {@code segment.py}, {@code framing.py}, {@code encoding/arrow.py} and
+ * {@code arrow_file.py}) and {@code eventlog/parts} make, in their order, so that the same damage gives the same
+ * error: each segment's index header, its prefix (magic, the schema message framed, verified and read, its
+ * writer epoch and id, epochs never decreasing, the stream's schema), then each event — its index entry (checksum,
+ * seq and offset; a damaged <i>last</i> entry, a short or missing index: the Arrow framing), its body's CRC-32, its
+ * IPC message checked before anything is allocated for it ({@link IpcChecks}), its metadata (sequence id of its
+ * place, kind, write time, time or updates), timely's progress rules ({@code eventlog/parts/rules.py}) — then the
+ * segment's end: the end-of-stream marker, a footer listing exactly its events, no index entry past them, segments
+ * continuing each other from seq 1.
+ *
+ * <p>Every segment read here is sealed (the planner refuses open ones), and a sealed name promises a whole file
+ * (FORMAT.md §3.4): a sealed segment that does not end with its end-of-stream marker and footer is damage, the
+ * newest one too (where the Python reader reads up to the damage and reports a torn tail).
+ *
+ * <p>The committed view (FORMAT.md §1.1) decides which Messages events are delivered: in sequence order, each
+ * once a later Progress passes its time, void ones of an ended incarnation dropped, those held at the end not
+ * delivered. Every Messages event is listed in {@link #messages}: {@link PartBatches} decodes each (the Python
+ * reader decodes every event it reads) and returns the rows of those delivered.
  */
 final class PartRead {
-    static final int MAX_EVENT_METADATA_BYTES = 16 << 20;
-    static final long MAX_EVENT_BYTES = 1L << 30;
+    static final long MAX_PREFIX_BYTES = 64L << 20;
     /** An index larger than this is refused before it is read (16 + 32 bytes an event: 8 Mi events). */
     static final long MAX_INDEX_BYTES = 256L << 20;
+    static final long MAX_SEQ = Long.MAX_VALUE;
     private static final Pattern SEALED = Pattern.compile("(\\d{20})\\.arrow");
-    private static final byte[] MAGIC = {'A', 'R', 'R', 'O', 'W', '1', 0, 0};
+    private static final Pattern EPOCH = Pattern.compile("0|[1-9][0-9]{0,18}");
+    private static final Pattern WRITER = Pattern.compile("[!-~]{1,64}");
+    private static final byte[] MAGIC = Footer.LEADING_MAGIC;
 
-    /** A Messages event to decode: its segment, byte range, seq and time. */
+    /** A Messages event to decode: its segment, byte range, seq, time (null until its metadata is read). */
     static final class Msg {
         final int segment;
         final long offset;
         final int length;
         final long seq;
-        final long[] time;
+        long[] time;
+        /** The committed view delivers it. */
+        boolean released;
 
-        Msg(int segment, long offset, int length, long seq, long[] time) {
+        Msg(int segment, long offset, int length, long seq) {
             this.segment = segment;
             this.offset = offset;
             this.length = length;
             this.seq = seq;
-            this.time = time;
         }
     }
 
@@ -69,29 +86,42 @@ final class PartRead {
     /** Each segment's name for messages: its local path, or {@code s3://bucket/key}. */
     final List<String> paths = new ArrayList<>();
     final List<ByteBuffer> maps = new ArrayList<>();
+    /** Every event with rows (a Messages event), in sequence order: the Python reader decodes each. */
+    final List<Msg> messages = new ArrayList<>();
     private final List<Field> fields;
-    private final long[] minimum;
+    private final long[] emptyShape;
 
-    // the committed view
+    // timely's rules and the committed view
     private final Map<TimeKey, Long> counts = new HashMap<>();
     private final ArrayDeque<Msg> held = new ArrayDeque<>();
     private long epoch = -1;
-    final List<Msg> released = new ArrayList<>();
 
     PartRead(ReadSpec spec, int part) throws IOException {
         this.spec = spec;
         this.part = part;
         this.dir = Paths.get(spec.streamDir, "part=" + part);
-        this.fields = EventEncoder.readSchema(spec.schemaMessage).getFields();
-        this.minimum = new long[Math.max(spec.arity, 1)];
-        counts.put(new TimeKey(minimum), 1L);
+        Schema schema = EventEncoder.readSchema(spec.schemaMessage);
+        this.fields = schema.getFields();
+        this.emptyShape = emptyShape(schema);
+        counts.put(new TimeKey(new long[Math.max(spec.arity, 1)]), 1L);
+    }
+
+    /** {FieldNodes, Buffers} of an empty batch of {@code schema}, as an IPC writer writes it. */
+    private static long[] emptyShape(Schema schema) {
+        try (BufferAllocator alloc = new RootAllocator();
+             VectorSchemaRoot root = VectorSchemaRoot.create(schema, alloc)) {
+            root.setRowCount(0);
+            try (ArrowRecordBatch batch = new VectorUnloader(root).getRecordBatch()) {
+                return new long[] {batch.getNodes().size(), batch.getBuffers().size()};
+            }
+        }
     }
 
     private CorruptLogException corrupt(String what, long seq, long offset, String file) {
         return new CorruptLogException("CorruptLogError", what, spec.stream, part, seq, offset, file);
     }
 
-    /** Read the part's events; the released Messages events are in {@link #released}. */
+    /** Read the part's events; the Messages events are in {@link #messages}, those delivered marked. */
     PartRead read() throws IOException {
         List<Long> firsts = new ArrayList<>();
         for (String name : names()) {
@@ -109,10 +139,11 @@ final class PartRead {
         for (int s = 0; s < firsts.size(); s++) {
             long first = firsts.get(s);
             String dataName = String.format("%020d.arrow", first);
-            if (first != next) {
+            if (first != next) {  // named as the Python reader names it: the segment that ends (none before the first)
                 String why = s == 0 ? "events before seq " + first + " are not in the log (asked for seq 1)"
                     : "segment ends at seq " + (next - 1) + " but the next segment starts at " + first;
-                throw new CorruptLogException("SequenceError", why, spec.stream, part, next, -1, where(dataName));
+                throw new CorruptLogException("SequenceError", why, spec.stream, part, next, -1,
+                    s == 0 ? null : where(String.format("%020d.arrow", firsts.get(s - 1))));
             }
             next = segment(s, first, dataName, String.format("_%020d.index", first));
         }
@@ -196,6 +227,116 @@ final class PartRead {
         return b.duplicate().position((int) at).limit((int) (at + n)).slice().order(ByteOrder.LITTLE_ENDIAN);
     }
 
+    // -- framing (connectors/files/framing.py) --------------------------------------------------------------
+
+    /** Bytes that cannot be (the start of) a prefix or an event: {@code framing.Malformed}. */
+    private static final class Malformed extends Exception {
+        private static final long serialVersionUID = 1L;
+        final long offset;
+
+        Malformed(String reason, long offset) {
+            super(reason, null, false, false);
+            this.offset = offset;
+        }
+    }
+
+    /** Where the framing stops: the end of the data, bytes not whole yet, or the end-of-stream marker. */
+    private static final long INCOMPLETE = -2;
+    private static final long END = -1;
+
+    /**
+     * {@code ArrowFraming._message}: the length of the whole IPC message at {@code offset} of the
+     * {@code size}-byte segment ({@link #INCOMPLETE} when its bytes are not all there, {@link #END} at the
+     * end-of-stream marker); {@code want}: the message type that belongs there.
+     */
+    private static long frame(ByteBuffer b, long size, long offset, int want) throws Malformed {
+        long have = Math.min(8, size - offset);
+        if (have < 8) {
+            boolean prefix = true;
+            for (int k = 0; k < have; k++) {
+                prefix &= b.get((int) (offset + k)) == (byte) 0xff || k >= 4;
+            }
+            boolean cont = have > 4;
+            for (int k = 0; k < Math.min(have, 4); k++) {
+                cont &= b.get((int) (offset + k)) == (byte) 0xff;
+            }
+            boolean partialCont = true;
+            for (int k = 0; k < have; k++) {
+                partialCont &= b.get((int) (offset + k)) == (byte) 0xff;
+            }
+            if (!partialCont && !cont) {
+                throw new Malformed("bytes that are not an Arrow IPC message", offset);
+            }
+            return INCOMPLETE;
+        }
+        if (b.getInt((int) offset) != -1) {
+            throw new Malformed("bytes that are not an Arrow IPC message (no continuation marker)", offset);
+        }
+        long metaLen = b.getInt((int) offset + 4);
+        if (metaLen == 0) {
+            return END;
+        }
+        long limit = want == IpcChecks.SCHEMA ? MAX_PREFIX_BYTES : IpcChecks.MAX_EVENT_METADATA_BYTES;
+        if (metaLen < 8 || metaLen > limit) {
+            throw new Malformed("Arrow IPC message declares " + metaLen + " bytes of metadata", offset);
+        }
+        if (offset + 8 + metaLen > size) {
+            return INCOMPLETE;
+        }
+        long[] header = messageHeader(b, offset + 8, metaLen, offset);
+        if (header[0] != want) {
+            throw new Malformed("Arrow IPC message of type " + header[0] + " where a "
+                + (want == IpcChecks.SCHEMA ? "schema" : "record batch") + " belongs", offset);
+        }
+        long body = header[1];
+        if (body < 0 || body > (want == IpcChecks.SCHEMA ? 0 : IpcChecks.MAX_EVENT_BYTES)) {
+            throw new Malformed("Arrow IPC message declares a body of " + body + " bytes", offset);
+        }
+        if (offset + 8 + metaLen + body > size) {
+            return INCOMPLETE;
+        }
+        return 8 + metaLen + body;
+    }
+
+    /** {@code framing._message_header}: {header_type, bodyLength} of the Message flatbuffer {@code [at, at + n)}. */
+    private static long[] messageHeader(ByteBuffer b, long at, long n, long offset) throws Malformed {
+        long table = u(b, at, n, 0, 4, offset) & 0xffffffffL;
+        long vtable = table - (int) u(b, at, n, table, 4, offset);
+        long vtSize = u(b, at, n, vtable, 2, offset) & 0xffff;
+        if (vtSize < 4 || vtSize % 2 != 0) {
+            throw new Malformed("IPC message metadata has a malformed vtable", offset);
+        }
+        long[] out = new long[2];
+        for (int k = 0; k < 2; k++) {
+            int i = k == 0 ? 1 : 3;
+            long slot = 4 + 2L * i;
+            long rel = slot + 2 > vtSize ? 0 : u(b, at, n, vtable + slot, 2, offset) & 0xffff;
+            if (rel != 0) {
+                out[k] = k == 0 ? u(b, at, n, table + rel, 1, offset) & 0xff : u(b, at, n, table + rel, 8, offset);
+            }
+        }
+        return out;
+    }
+
+    private static long u(ByteBuffer b, long at, long n, long pos, int size, long offset) throws Malformed {
+        if (pos < 0 || pos > n - size) {
+            throw new Malformed("IPC message metadata points outside itself", offset);
+        }
+        int p = (int) (at + pos);
+        switch (size) {
+            case 1:
+                return b.get(p);
+            case 2:
+                return b.getShort(p);
+            case 4:
+                return b.getInt(p);
+            default:
+                return b.getLong(p);
+        }
+    }
+
+    // -- one segment ------------------------------------------------------------------------------------------
+
     /** One sealed segment; returns the seq after its last event. */
     private long segment(int s, long first, String dataName, String indexName) throws IOException {
         String data = where(dataName);
@@ -204,264 +345,583 @@ final class PartRead {
         long size = b.capacity();
         paths.add(data);
         maps.add(b);
-        // prefix: magic, schema message
-        for (int i = 0; i < 8; i++) {
-            if (size < 8 || b.get(i) != MAGIC[i]) {
-                throw corrupt("damaged segment prefix: no Arrow file magic", -1, 0, data);
-            }
-        }
-        if (size < 16 || b.getInt(8) != -1) {
-            throw corrupt("damaged segment prefix: no schema message", -1, 8, data);
-        }
-        int schemaLen = b.getInt(12);
-        if (schemaLen <= 0 || schemaLen > MAX_EVENT_METADATA_BYTES || 16L + schemaLen > size) {
-            throw corrupt("damaged segment prefix: schema message of " + schemaLen + " bytes", -1, 12, data);
-        }
-        Schema schema;
-        try {
-            Message m = Message.getRootAsMessage(slice(b, 16, schemaLen));
-            if (m.headerType() != MessageHeader.Schema || m.bodyLength() != 0) {
-                throw new IllegalArgumentException("not a schema message");
-            }
-            schema = MessageSerializer.deserializeSchema(m);
-        } catch (RuntimeException e) {
-            throw corrupt("damaged segment prefix: " + e, -1, 16, data);
-        }
-        if (!schema.getFields().equals(fields)) {
-            throw corrupt("segment schema is not the stream's: " + schema.getFields() + " vs " + fields, -1, 16, data);
-        }
-        long segEpoch = 0;
-        Map<String, String> meta = schema.getCustomMetadata();
-        if (meta != null && meta.containsKey("eventlog.epoch")) {
-            try {
-                segEpoch = Long.parseLong(meta.get("eventlog.epoch"));
-            } catch (NumberFormatException e) {
-                throw corrupt("segment metadata eventlog.epoch is not a number", -1, 16, data);
-            }
-        }
-        if (segEpoch < epoch) {
-            throw corrupt("segment has writer epoch " + segEpoch + ", lower than epoch " + epoch
-                + " of the segment before it: two writer histories are interleaved", -1, 0, data);
-        }
-        long pos = 16L + schemaLen;
 
-        // index: whole, verifying entries (a failing last entry, a partial entry or no index: framing)
+        // the index header (the Python reader opens the index and checks its header first)
         byte[] idx = index(indexName);
-        int entries = 0;
+        long entries = 0;
         ByteBuffer ib = null;
         if (idx != null && idx.length >= 16) {
             ib = ByteBuffer.wrap(idx).order(ByteOrder.LITTLE_ENDIAN);
-            if (ib.get(0) != 'E' || ib.get(1) != 'L' || ib.get(2) != 'I' || ib.get(3) != 'X'
-                || (ib.getShort(4) & 0xffff) != 1 || ib.getLong(8) != first) {
-                throw corrupt("damaged index header", -1, 0, indexPath);
+            if (ib.get(0) != 'E' || ib.get(1) != 'L' || ib.get(2) != 'I' || ib.get(3) != 'X') {
+                throw corrupt("damaged index header: bad index magic", -1, 0, indexPath);
+            }
+            int major = ib.getShort(4) & 0xffff;
+            if (major != 1) {
+                throw new CorruptLogException("UnsupportedVersionError", "index has format version " + major + "."
+                    + (ib.getShort(6) & 0xffff) + "; this eventlog reads 1.x", spec.stream, part, -1, 0, indexPath);
+            }
+            if (ib.getLong(8) != first) {
+                throw corrupt("index header says first seq " + ib.getLong(8) + ", its name " + first, -1, 8,
+                    indexPath);
             }
             entries = (idx.length - 16) / 32;
-            CRC32 crc = new CRC32();
-            for (int i = 0; i < entries; i++) {
-                crc.reset();
-                crc.update(idx, 16 + 32 * i, 28);
-                if ((int) crc.getValue() != ib.getInt(16 + 32 * i + 28)) {
-                    if (i == entries - 1) {
-                        entries = i;  // a damaged last entry: the framing finds its event
-                        break;
-                    }
-                    throw corrupt("index entry fails its checksum", first + i, 16 + 32L * i, indexPath);
-                }
-            }
         }
 
+        // the prefix: magic and schema message, framed; where the index places the first event
+        long prefix;
+        try {
+            for (int k = 0; k < Math.min(8, size); k++) {
+                if (b.get(k) != MAGIC[k]) {
+                    throw new Malformed("segment does not start with the Arrow IPC file magic", 0);
+                }
+            }
+            long n = size < 8 ? INCOMPLETE : frame(b, size, 8, IpcChecks.SCHEMA);
+            if (n == END) {
+                throw new Malformed("segment starts with an end-of-stream marker, not a schema", 8);
+            }
+            if (n == INCOMPLETE) {
+                throw corrupt("finished segment ends inside its prefix", -1, 0, data);
+            }
+            prefix = 8 + n;
+        } catch (Malformed m) {
+            throw corrupt("damaged segment prefix: " + m.getMessage(), -1, m.offset, data);
+        }
+        long[] e0 = entries > 0 ? entry(ib, 0) : null;
+        if (e0 != null && e0[1] != prefix) {
+            throw corrupt("damaged segment prefix: the segment prefix does not end where the index places the first "
+                + "event (byte " + e0[1] + ")", -1, 0, data);
+        }
+        long segEpoch = schema(b, prefix, data);
+        if (!segEpochs.isEmpty() && segEpoch < segEpochs.get(s - 1)) {
+            throw corrupt("segment has writer epoch " + segEpoch + ", lower than epoch " + segEpochs.get(s - 1)
+                + " of the segment before it: two writer histories are interleaved", -1, 0, data);
+        }
+        segEpochs.add(segEpoch);
+
+        // the events: by the index where it has a whole entry, by the framing after it
         List<long[]> places = new ArrayList<>();
         CRC32 crc = new CRC32();
         long seq = first;
-        int i = 0;
+        long pos = prefix;
+        long i = 0;
+        String problem = null;
+        boolean eos = false;
         while (true) {
-            int length;
-            int kind = 0;
+            long[] e = null;
             if (i < entries) {
-                int at = 16 + 32 * i;
-                long eseq = ib.getLong(at);
-                long off = ib.getLong(at + 8);
-                length = ib.getInt(at + 16);
-                int bodyCrc = ib.getInt(at + 20);
-                kind = ib.get(at + 24);
-                if (eseq != seq || off != pos || length <= 0 || (kind != 1 && kind != 2)) {
-                    throw corrupt("index entry disagrees with the segment (seq " + eseq + ", offset " + off
-                        + ", length " + length + ", kind " + kind + ")", seq, at, indexPath);
+                e = entry(ib, i);
+                if (e == null && i < entries - 1) {
+                    throw corrupt("index entry fails its checksum", seq, 16 + 32 * i, indexPath);
                 }
-                if (pos + (length & 0xffffffffL) > size) {
-                    throw corrupt("index entry runs past the end of a sealed segment", seq, pos, data);
+            }
+            long length;
+            if (e != null) {
+                if (e[0] != seq || e[1] != pos) {
+                    throw corrupt("index entry disagrees with the segment: it places seq " + e[0] + " at byte " + e[1]
+                        + ", the segment has seq " + seq + " at byte " + pos, seq, 16 + 32 * i, indexPath);
                 }
+                if (pos + e[2] > size) {
+                    problem = "seq " + seq + " ends at byte " + (pos + e[2]) + " but " + data + " has " + size + " bytes";
+                    break;
+                }
+                length = e[2];
+            } else {
+                try {
+                    length = frame(b, size, pos, IpcChecks.RECORD_BATCH);
+                } catch (Malformed m) {
+                    throw corrupt("damaged event bytes in a finished segment: " + m.getMessage(), seq, m.offset, data);
+                }
+                if (length == END) {
+                    eos = true;
+                    break;
+                }
+                if (length == INCOMPLETE) {
+                    problem = size > pos ? "partial event at byte " + pos + " of " + data + " (" + (size - pos)
+                        + " bytes)" : null;
+                    break;
+                }
+            }
+            if (e != null) {
                 crc.reset();
                 crc.update(slice(b, pos, length));
-                if ((int) crc.getValue() != bodyCrc) {
+                if ((int) crc.getValue() != (int) e[3]) {
                     throw corrupt("event fails its checksum", seq, pos, data);
                 }
-            } else {
-                if (pos + 8 > size) {
-                    throw corrupt("finished segment does not end with a whole event", seq, pos, data);
-                }
-                if (b.getInt((int) pos) != -1) {
-                    throw corrupt("damaged event bytes in a finished segment: no IPC continuation marker", seq, pos,
-                        data);
-                }
-                if (b.getInt((int) pos + 4) == 0) {
-                    break;  // end-of-stream marker
-                }
-                length = -1;
             }
-            Message m = message(b, size, pos, seq, data);
-            long whole = 8L + b.getInt((int) pos + 4) + m.bodyLength();
-            if (length >= 0 && whole != length) {
-                throw corrupt("index entry of " + length + " bytes disagrees with the event's framing (" + whole
-                    + " bytes)", seq, pos, data);
-            }
-            if (whole > MAX_EVENT_BYTES || pos + whole > size) {
-                throw corrupt("finished segment does not end with a whole event", seq, pos, data);
-            }
-            event(s, m, pos, (int) whole, seq, kind, segEpoch, data);
-            places.add(new long[] {pos, whole});
-            pos += whole;
+            event(s, b, pos, (int) length, seq, data);
+            places.add(new long[] {pos, length});
+            pos += length;
             seq++;
             i++;
         }
-        footer(b, size, pos, places, data);
+
+        // the segment's end (reader.py::_at_stop, for a sealed segment)
+        String beyond = indexBeyond(idx, first, seq, indexPath);
+        if (eos) {
+            footer(b, size, pos, prefix, places, data);
+        } else if (problem == null) {
+            throw corrupt("sealed segment does not end with its end-of-stream marker and footer after its last event",
+                -1, pos, data);
+        }
+        if (beyond != null && !beyond.contains("partial") && eos) {
+            throw corrupt("index has more than the segment " + data + ": " + beyond, seq, 16 + 32 * (seq - first),
+                indexPath);
+        }
+        if (!eos) {
+            throw corrupt("finished segment does not end with a whole event: " + problem, seq, pos, data);
+        }
         return seq;
     }
 
-    private Message message(ByteBuffer b, long size, long pos, long seq, String data) {
-        int metaLen = b.getInt((int) pos + 4);
-        if (metaLen <= 0 || metaLen > MAX_EVENT_METADATA_BYTES || pos + 8 + metaLen > size) {
-            throw corrupt("damaged event metadata length " + metaLen, seq, pos, data);
+    /** Index entry {@code i} as {seq, offset, length, crc, kind}, or null when it fails its checksum. */
+    private static long[] entry(ByteBuffer ib, long i) {
+        int at = (int) (16 + 32 * i);
+        CRC32 c = new CRC32();
+        c.update(ib.array(), at, 28);
+        if ((int) c.getValue() != ib.getInt(at + 28)) {
+            return null;
         }
-        try {
-            Message m = Message.getRootAsMessage(slice(b, pos + 8, metaLen));
-            if (m.headerType() != MessageHeader.RecordBatch || m.bodyLength() < 0) {
-                throw new IllegalArgumentException("not a record batch message");
-            }
-            return m;
-        } catch (RuntimeException e) {
-            throw corrupt("undecodable event metadata: " + e, seq, pos, data);
-        }
+        return new long[] {ib.getLong(at), ib.getLong(at + 8), ib.getInt(at + 16) & 0xffffffffL,
+            ib.getInt(at + 20) & 0xffffffffL, ib.get(at + 24)};
     }
 
-    private void footer(ByteBuffer b, long size, long eos, List<long[]> places, String data) {
+    /** {@code SegmentFiles.index_beyond}: what the index holds past the entry of {@code seq - 1}, or null. */
+    private static String indexBeyond(byte[] idx, long first, long seq, String indexPath) {
+        if (idx == null) {
+            return null;
+        }
+        if (idx.length < 16) {
+            return idx.length > 0 ? "partial index header (" + idx.length + " bytes) in " + indexPath : null;
+        }
+        long at = 16 + 32 * (seq - first);
+        long extra = idx.length - at;
+        if (extra <= 0) {
+            return null;
+        }
+        long whole = extra / 32;
+        if (whole > 0) {
+            return whole + " index " + (whole == 1 ? "entry" : "entries") + " past the last whole event (byte " + at
+                + " of " + indexPath + ")";
+        }
+        return "partial index entry at byte " + at + " of " + indexPath;
+    }
+
+    /**
+     * The segment's schema message (the prefix {@code [8, prefix)}): verified and read as pyarrow reads it, its
+     * writer mark checked (FORMAT.md §3.1), its fields the stream's with {@code _time} and {@code _seq}. Returns
+     * the segment's writer epoch.
+     */
+    private long schema(ByteBuffer b, long prefix, String data) {
+        long metaLen = b.getInt(12);
+        if (!IpcChecks.verifyMessage(b, 16, metaLen)) {
+            throw corrupt("segment does not start with an Arrow IPC schema: OSError: Invalid flatbuffers message.",
+                -1, 0, data);
+        }
+        Message message = Message.getRootAsMessage(slice(b, 16, metaLen));
+        if (!keyValuesWhole(message)) {
+            throw corrupt("segment does not start with an Arrow IPC schema: OSError: Unexpected null field "
+                + "custom_metadata.key in flatbuffer-encoded metadata", -1, 0, data);
+        }
+        // the fields as Arrow Java reads them; the custom metadata as bytes (pyarrow keeps them so: a key that is no
+        // UTF-8 is just another key, where Arrow Java's reader of the schema would fail)
+        org.apache.arrow.flatbuf.Schema fb = (org.apache.arrow.flatbuf.Schema) message.header(
+            new org.apache.arrow.flatbuf.Schema());
+        List<Field> segmentFields = new ArrayList<>();
+        Map<String, String> meta = new HashMap<>();
+        if (fb.endianness() != org.apache.arrow.flatbuf.Endianness.Little) {  // pyarrow's schema then differs
+            throw corrupt("segment schema does not match the stream header (with _time, _seq): big-endian", -1, 0,
+                data);
+        }
+        try {
+            for (int k = 0; k < fb.fieldsLength(); k++) {
+                segmentFields.add(Field.convertField(fb.fields(k)));
+            }
+            for (int k = 0; k < fb.customMetadataLength(); k++) {
+                org.apache.arrow.flatbuf.KeyValue kv = fb.customMetadata(k);
+                meta.put(bytes(kv.keyAsByteBuffer()), bytes(kv.valueAsByteBuffer()));
+            }
+        } catch (RuntimeException e) {
+            throw corrupt("segment does not start with an Arrow IPC schema: " + e, -1, 0, data);
+        }
+        long segEpoch = 0;
+        if (meta.containsKey("eventlog.epoch")) {
+            String v = meta.get("eventlog.epoch");
+            if (v == null || !EPOCH.matcher(v).matches() || new BigInteger(v).compareTo(BigInteger.valueOf(MAX_SEQ)) > 0) {
+                throw corrupt("segment metadata has a malformed eventlog.epoch", -1, 0, data);
+            }
+            segEpoch = Long.parseLong(v);
+        }
+        if (meta.containsKey("eventlog.writer")) {
+            String v = meta.get("eventlog.writer");
+            if (v == null || !WRITER.matcher(v).matches()) {
+                throw corrupt("segment metadata has a malformed eventlog.writer", -1, 0, data);
+            }
+        }
+        if (!sameFields(segmentFields, fields)) {
+            throw corrupt("segment schema does not match the stream header (with _time, _seq): " + segmentFields,
+                -1, 0, data);
+        }
+        return segEpoch;
+    }
+
+    /** Every key/value pair of the schema's and its fields' custom metadata has both (pyarrow refuses others). */
+    private static boolean keyValuesWhole(Message m) {
+        org.apache.arrow.flatbuf.Schema schema = (org.apache.arrow.flatbuf.Schema) m.header(
+            new org.apache.arrow.flatbuf.Schema());
+        return schema == null || keyValuesWhole(schema.customMetadataLength(), schema::customMetadata)
+            && fieldsWhole(schema.fieldsLength(), schema::fields);
+    }
+
+    private static boolean fieldsWhole(int n, IntFunction<org.apache.arrow.flatbuf.Field> field) {
+        for (int k = 0; k < n; k++) {
+            org.apache.arrow.flatbuf.Field f = field.apply(k);
+            if (f != null && !(keyValuesWhole(f.customMetadataLength(), f::customMetadata)
+                && fieldsWhole(f.childrenLength(), f::children))) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean keyValuesWhole(int n, IntFunction<org.apache.arrow.flatbuf.KeyValue> pair) {
+        for (int k = 0; k < n; k++) {
+            org.apache.arrow.flatbuf.KeyValue kv = pair.apply(k);
+            if (kv == null || kv.keyAsByteBuffer() == null || kv.valueAsByteBuffer() == null) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Fields equal but for their metadata (pyarrow's {@code Schema.equals(check_metadata=False)}). */
+    private static boolean sameFields(List<Field> a, List<Field> b) {
+        if (a.size() != b.size()) {
+            return false;
+        }
+        for (int i = 0; i < a.size(); i++) {
+            Field x = a.get(i);
+            Field y = b.get(i);
+            if (!x.getName().equals(y.getName()) || x.isNullable() != y.isNullable()
+                || !x.getType().equals(y.getType()) || !java.util.Objects.equals(x.getDictionary(), y.getDictionary())
+                || !sameFields(x.getChildren(), y.getChildren())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * The suffix after the end-of-stream marker at {@code eos}: a whole footer listing exactly the segment's events,
+     * byte for byte the one its schema message (the prefix {@code [8, prefix)}) and events make (every writer
+     * writes exactly that suffix: {@link Footer#build}; third-party readers believe the footer).
+     */
+    private void footer(ByteBuffer b, long size, long eos, long prefix, List<long[]> places, String data) {
         long start = eos + 8;
-        if (size < start + 10) {
+        long trailer = -1;  // ipc_file.py::trailer_length
+        if (size >= 10) {
+            boolean magic = true;
+            for (int k = 0; k < 6; k++) {
+                magic &= b.get((int) size - 6 + k) == Footer.FILE_MAGIC[k];
+            }
+            long n = b.getInt((int) size - 10);
+            if (magic && n > 0 && n <= size - 10) {
+                trailer = n + 10;
+            }
+        }
+        if (trailer < 0 || size - trailer != start) {
             throw corrupt("sealed segment does not end with a whole footer after its end-of-stream marker", -1, eos,
                 data);
         }
-        int footerLen = b.getInt((int) size - 10);
-        boolean magic = true;
-        for (int k = 0; k < 6; k++) {
-            magic &= b.get((int) size - 6 + k) == MAGIC[k];
-        }
-        if (!magic || footerLen <= 0 || size - 10 - footerLen != start) {
-            throw corrupt("no whole footer after the end-of-stream marker (or bytes after it)", -1, start, data);
-        }
+        List<long[]> blocks;
         try {
-            org.apache.arrow.flatbuf.Footer f = org.apache.arrow.flatbuf.Footer.getRootAsFooter(
-                slice(b, start, footerLen));
-            int n = f.recordBatchesLength();
-            boolean same = n == places.size();
-            Block block = new Block();
-            for (int k = 0; same && k < n; k++) {
-                f.recordBatches(block, k);
-                same = block.offset() == places.get(k)[0]
-                    && block.metaDataLength() + block.bodyLength() == places.get(k)[1];
-            }
-            if (!same) {
-                throw corrupt("the footer lists " + n + " record batches that are not the segment's " + places.size()
-                    + " events (offsets and lengths)", -1, start, data);
-            }
-        } catch (CorruptLogException e) {
-            throw e;
-        } catch (RuntimeException e) {
-            throw corrupt("damaged footer: " + e, -1, start, data);
+            blocks = IpcChecks.footerBlocks(b, start, trailer - 10);
+        } catch (IpcChecks.Bad e) {
+            throw corrupt("damaged footer: " + e.getMessage(), -1, start, data);
+        }
+        boolean same = blocks.size() == places.size();
+        for (int k = 0; same && k < blocks.size(); k++) {
+            long[] blk = blocks.get(k);
+            same = blk[0] == places.get(k)[0] && blk[1] + blk[2] == places.get(k)[1];
+        }
+        if (!same) {
+            throw corrupt("the footer lists " + blocks.size() + " record batches that are not the segment's "
+                + places.size() + " events (offsets and lengths)", -1, start, data);
+        }
+        List<long[]> own = new ArrayList<>();
+        for (long[] p : places) {
+            long meta = 8 + b.getInt((int) p[0] + 4);
+            own.add(new long[] {p[0], meta, p[1] - meta});
+        }
+        byte[] schemaMessage = new byte[(int) (prefix - 8)];
+        b.duplicate().position(8).get(schemaMessage);
+        byte[] want = Footer.build(schemaMessage, own);
+        if (want.length != size - eos || !slice(b, eos, want.length).equals(ByteBuffer.wrap(want))) {
+            throw corrupt("the footer is not the one the segment's schema and events make (its schema, version or "
+                + "blocks say something else than the segment: third-party readers would believe it)", -1, start,
+                data);
         }
     }
 
-    // -- one event: its metadata, then the committed view -----------------------------------------------
+    // -- one event: its message and metadata, timely's rules, the committed view -------------------------
 
-    private void event(int s, Message m, long pos, int length, long seq, int indexKind, long segEpoch, String data) {
-        String seqText = null;
-        String kindText = null;
-        String timeText = null;
-        String updatesText = null;
-        for (int k = 0; k < m.customMetadataLength(); k++) {
-            KeyValue kv = m.customMetadata(k);
-            String key = kv.key();
-            if ("eventlog.seq".equals(key)) {
-                seqText = kv.value();
-            } else if ("eventlog.kind".equals(key)) {
-                kindText = kv.value();
-            } else if ("eventlog.time".equals(key)) {
-                timeText = kv.value();
-            } else if ("eventlog.updates".equals(key)) {
-                updatesText = kv.value();
+    private void event(int s, ByteBuffer b, long pos, int length, long seq, String data) {
+        IpcChecks.Batch batch;
+        try {
+            batch = IpcChecks.recordBatch(b, pos, length);
+        } catch (IpcChecks.Bad e) {
+            throw new CorruptLogException(e.kind, "undecodable arrow event: " + e.getMessage(), spec.stream, part, seq,
+                pos, data);
+        }
+        int metaLen = b.getInt((int) pos + 4);
+        long metaAt = pos + 8;
+        List<String[]> pairs = null;
+        Msg msg = null;
+        if (batch.rows == 0) {
+            IpcChecks.Empty walk = IpcChecks.withoutRows(b, pos, length);
+            if (walk != null && walk.nodes == emptyShape[0] && walk.buffers == emptyShape[1] && unique(walk.pairs)) {
+                pairs = walk.pairs;  // read without pyarrow
             }
         }
-        if (seqText == null || !String.valueOf(seq).equals(seqText)) {
+        if (pairs == null) {  // pyarrow opens the message: verified, then read
+            if (!IpcChecks.verifyMessage(b, metaAt, metaLen)) {
+                throw corrupt("undecodable arrow event: OSError: Invalid flatbuffers message.", seq, pos, data);
+            }
+            try {
+                pairs = metadata(b, metaAt, metaLen);
+            } catch (IllegalArgumentException e) {
+                throw corrupt("undecodable arrow event: OSError: " + e.getMessage(), seq, pos, data);
+            }
+            if (batch.rows == 0) {
+                long[] got = shape(b, metaAt);
+                if (got[0] < emptyShape[0] || got[1] < emptyShape[1]) {
+                    throw corrupt("undecodable arrow event: the empty batch has " + got[0] + " field nodes and " + got[1]
+                        + " buffers, its schema needs " + emptyShape[0] + " and " + emptyShape[1], seq, pos, data);
+                }
+            }
+        }
+        if (batch.rows > 0) {
+            msg = new Msg(s, pos, length, seq);  // decoded (by pyarrow) before its metadata is looked at
+            messages.add(msg);
+        }
+        String seqText = first(pairs, "eventlog.seq");
+        String kindText = first(pairs, "eventlog.kind");
+        String tsText = first(pairs, "eventlog.ts");
+        if (seqText == null) {
+            throw corrupt("undecodable arrow event: KeyError: b'eventlog.seq'", seq, pos, data);
+        }
+        if (!digits(seqText) || seqText.length() > 20) {
+            throw corrupt("undecodable arrow event: ValueError: sequence id " + seqText + " is not a decimal number",
+                seq, pos, data);
+        }
+        BigInteger carried = new BigInteger(seqText);
+        if (carried.signum() <= 0 || carried.compareTo(BigInteger.valueOf(MAX_SEQ)) > 0) {
+            throw corrupt("undecodable arrow event: ValueError: sequence id " + seqText + " is outside 1..2**63-1", seq,
+                pos, data);
+        }
+        if (kindText == null) {
+            throw corrupt("undecodable arrow event: KeyError: b'eventlog.kind'", seq, pos, data);
+        }
+        if (tsText != null && (!digits(tsText) || tsText.length() > 18)) {
+            throw corrupt("undecodable arrow event: ValueError: write time " + tsText + " is not a decimal number of "
+                + "milliseconds", seq, pos, data);
+        }
+        boolean messagesKind = "messages".equals(kindText);
+        long[] time = null;
+        List<long[]> times = null;
+        List<Long> deltas = null;
+        try {
+            if (messagesKind) {
+                if (batch.rows == 0) {
+                    throw new IllegalArgumentException("messages event without records");
+                }
+                String timeText = first(pairs, "eventlog.time");
+                if (timeText == null) {
+                    throw new IllegalArgumentException("KeyError: b'eventlog.time'");
+                }
+                time = time(Json.parse(timeText));
+            } else if ("progress".equals(kindText)) {
+                if (batch.rows != 0) {
+                    throw new IllegalArgumentException("progress event with " + batch.rows + " rows");
+                }
+                String updatesText = first(pairs, "eventlog.updates");
+                if (updatesText == null) {
+                    throw new IllegalArgumentException("KeyError: b'eventlog.updates'");
+                }
+                Object u = Json.parse(updatesText);
+                if (!(u instanceof List)) {
+                    throw new IllegalArgumentException("progress updates are not a JSON array");
+                }
+                if (((List<?>) u).size() > IpcChecks.MAX_EVENT_UPDATES) {
+                    throw new CorruptLogException("LogLimitError", "updates in one event is " + ((List<?>) u).size()
+                        + ", over the format's limit of " + IpcChecks.MAX_EVENT_UPDATES, spec.stream, part, seq, pos,
+                        data);
+                }
+                times = new ArrayList<>();
+                deltas = new ArrayList<>();
+                for (Object pair : (List<?>) u) {
+                    if (!(pair instanceof List) || ((List<?>) pair).size() != 2) {
+                        throw new IllegalArgumentException("progress update " + pair + " is not a [time, delta] pair");
+                    }
+                    Object d = ((List<?>) pair).get(1);
+                    if (!(d instanceof Long)) {
+                        throw new IllegalArgumentException("progress delta " + d + " is not an int64");
+                    }
+                    times.add(time(((List<?>) pair).get(0)));
+                    deltas.add((Long) d);
+                }
+            } else {
+                throw new IllegalArgumentException("unknown event kind " + kindText);
+            }
+        } catch (IllegalArgumentException e) {
+            throw corrupt("undecodable arrow event: " + e.getMessage(), seq, pos, data);
+        }
+        if (carried.longValue() != seq) {
             throw corrupt("event carries seq " + seqText + ", its place in the segment is seq " + seq, seq, pos, data);
         }
-        boolean messages = "messages".equals(kindText);
-        if (!messages && !"progress".equals(kindText)) {
-            throw corrupt("event kind " + kindText + " is neither messages nor progress", seq, pos, data);
+        if (msg != null) {
+            msg.time = time;
         }
-        if (indexKind != 0 && indexKind != (messages ? 1 : 2)) {
-            throw corrupt("index kind " + indexKind + " disagrees with the event (" + kindText + ")", seq, pos, data);
-        }
-        if (epoch >= 0 && segEpoch > epoch && !held.isEmpty()) {
+        // the committed view (eventlog/parts/committed.py), timely's rules checked on every event
+        if (epoch >= 0 && segEpochOf(s) > epoch && !held.isEmpty()) {
             for (Msg h : held) {  // the incarnation ended: its uncommitted messages are void
                 if (committed(h.time)) {
-                    released.add(h);
+                    h.released = true;
                 }
             }
             held.clear();
         }
-        epoch = Math.max(epoch, segEpoch);
-        try {
-            if (messages) {
-                if (timeText == null) {
-                    throw new IllegalArgumentException("Messages event without eventlog.time");
-                }
-                long[] t = time(Json.parse(timeText));
-                if (committed(t)) {
-                    throw new CorruptLogException("ProgressError", "Messages at time " + timeText
-                        + " not in advance of the part's frontier", spec.stream, part, seq, pos, data.toString());
-                }
-                held.add(new Msg(s, pos, length, seq, t));
-            } else {
-                if (updatesText == null) {
-                    throw new IllegalArgumentException("Progress event without eventlog.updates");
-                }
-                Object u = Json.parse(updatesText);
-                if (!(u instanceof List)) {
-                    throw new IllegalArgumentException("eventlog.updates is not a list");
-                }
-                for (Object pair : (List<?>) u) {
-                    if (!(pair instanceof List) || ((List<?>) pair).size() != 2
-                        || !(((List<?>) pair).get(1) instanceof Long)) {
-                        throw new IllegalArgumentException("eventlog.updates holds " + pair);
-                    }
-                    TimeKey key = new TimeKey(time(((List<?>) pair).get(0)));
-                    long c = counts.getOrDefault(key, 0L) + (Long) ((List<?>) pair).get(1);
-                    if (c < 0) {
-                        throw new CorruptLogException("ProgressError", "capability count of time " + key
-                            + " goes negative", spec.stream, part, seq, pos, data.toString());
-                    }
-                    if (c == 0) {
-                        counts.remove(key);
-                    } else {
-                        counts.put(key, c);
-                    }
-                }
-                while (!held.isEmpty() && committed(held.peekFirst().time)) {
-                    released.add(held.pollFirst());
-                }
+        epoch = Math.max(epoch, segEpochOf(s));
+        if (messagesKind) {
+            if (counts.isEmpty()) {
+                throw progressError("messages at time " + text(time) + " after the part finished", seq, pos, data);
             }
-        } catch (IllegalArgumentException e) {
-            throw corrupt("damaged event metadata: " + e.getMessage(), seq, pos, data);
+            if (committed(time)) {
+                throw progressError("messages at time " + text(time) + " behind the part's frontier", seq, pos, data);
+            }
+            held.add(msg);
+        } else {
+            progress(times, deltas, seq, pos, data);
+            while (!held.isEmpty() && committed(held.peekFirst().time)) {
+                held.pollFirst().released = true;
+            }
         }
+    }
+
+    /** Each segment's writer epoch. */
+    private final List<Long> segEpochs = new ArrayList<>();
+
+    private long segEpochOf(int s) {
+        return segEpochs.get(s);
+    }
+
+    /** Timely's rules for a Progress event ({@code PartProgress.progress_problems}), then its updates applied. */
+    private void progress(List<long[]> times, List<Long> deltas, long seq, long pos, String data) {
+        if (counts.isEmpty()) {
+            throw progressError("progress after the part finished (its frontier is empty)", seq, pos, data);
+        }
+        for (int k = 0; k < times.size(); k++) {
+            if (deltas.get(k) == 0 || (k > 0 && Arrays.compare(times.get(k - 1), times.get(k)) >= 0)) {
+                throw progressError("progress updates are not sorted by time, unique and non-zero", seq, pos, data);
+            }
+        }
+        for (int k = 0; k < times.size(); k++) {
+            if (deltas.get(k) > 0 && committed(times.get(k))) {
+                throw progressError("progress adds a capability at time " + text(times.get(k)) + " behind the part's "
+                    + "frontier: the frontier would move backwards", seq, pos, data);
+            }
+        }
+        Map<TimeKey, Long> after = new HashMap<>(counts);
+        for (int k = 0; k < times.size(); k++) {
+            TimeKey key = new TimeKey(times.get(k));
+            long c;
+            try {
+                c = Math.addExact(after.getOrDefault(key, 0L), deltas.get(k));
+            } catch (ArithmeticException e) {
+                c = deltas.get(k) < 0 ? Long.MIN_VALUE : Long.MAX_VALUE;
+            }
+            if (c == 0) {
+                after.remove(key);
+            } else {
+                after.put(key, c);
+            }
+        }
+        for (Map.Entry<TimeKey, Long> c : after.entrySet()) {
+            if (c.getValue() < 0) {
+                throw progressError("negative capability count: the count of time " + c.getKey() + " would become "
+                    + c.getValue(), seq, pos, data);
+            }
+        }
+        counts.clear();
+        counts.putAll(after);
+    }
+
+    private CorruptLogException progressError(String what, long seq, long pos, String data) {
+        return new CorruptLogException("ProgressError", what, spec.stream, part, seq, pos, data);
+    }
+
+    private static String text(long[] t) {
+        return t.length == 1 ? Long.toString(t[0]) : Arrays.toString(t);
+    }
+
+    private static boolean digits(String s) {
+        if (s.isEmpty()) {
+            return false;
+        }
+        for (int k = 0; k < s.length(); k++) {
+            char c = s.charAt(k);
+            if (c < '0' || c > '9') {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static boolean unique(List<String[]> pairs) {
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        for (String[] p : pairs) {
+            if (!seen.add(p[0])) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** The value of the first pair with {@code key} (pyarrow's {@code KeyValueMetadata[key]}), null when none. */
+    private static String first(List<String[]> pairs, String key) {
+        for (String[] p : pairs) {
+            if (p[0].equals(key)) {
+                return p[1];
+            }
+        }
+        return null;
+    }
+
+    /** The custom metadata of a verified message, as byte strings (ISO-8859-1: one char a byte). */
+    private static List<String[]> metadata(ByteBuffer b, long at, long n) {
+        Message m = Message.getRootAsMessage(slice(b, at, n));
+        List<String[]> out = new ArrayList<>();
+        for (int k = 0; k < m.customMetadataLength(); k++) {
+            org.apache.arrow.flatbuf.KeyValue kv = m.customMetadata(k);
+            if (kv.keyAsByteBuffer() == null || kv.valueAsByteBuffer() == null) {
+                throw new IllegalArgumentException("custom metadata without its key or value");
+            }
+            out.add(new String[] {bytes(kv.keyAsByteBuffer()), bytes(kv.valueAsByteBuffer())});
+        }
+        return out;
+    }
+
+    private static String bytes(ByteBuffer v) {
+        byte[] out = new byte[v.remaining()];
+        v.duplicate().get(out);
+        return new String(out, StandardCharsets.ISO_8859_1);
+    }
+
+    /** {FieldNodes, Buffers} a verified record-batch message declares. */
+    private static long[] shape(ByteBuffer b, long at) {
+        Message m = Message.getRootAsMessage(slice(b, at, b.getInt((int) at - 4)));
+        org.apache.arrow.flatbuf.RecordBatch rb = (org.apache.arrow.flatbuf.RecordBatch) m.header(
+            new org.apache.arrow.flatbuf.RecordBatch());
+        return rb == null ? new long[] {0, 0} : new long[] {rb.nodesLength(), rb.buffersLength()};
     }
 
     /** True when no time the part holds a capability for is {@code <= t}. */
@@ -488,25 +948,25 @@ final class PartRead {
         long[] t;
         if (spec.arity == 0) {
             if (!(v instanceof Long)) {
-                throw new IllegalArgumentException("time " + v + " is not an integer");
+                throw new IllegalArgumentException("time " + v + " is not an int (stream time type int64)");
             }
             t = new long[] {(Long) v};
         } else {
             if (!(v instanceof List) || ((List<?>) v).size() != spec.arity) {
-                throw new IllegalArgumentException("time " + v + " is not a list of " + spec.arity + " integers");
+                throw new IllegalArgumentException("time " + v + " is not a tuple of " + spec.arity + " ints");
             }
             List<?> l = (List<?>) v;
             t = new long[spec.arity];
             for (int i = 0; i < t.length; i++) {
                 if (!(l.get(i) instanceof Long)) {
-                    throw new IllegalArgumentException("time " + v + " is not a list of integers");
+                    throw new IllegalArgumentException("time " + v + " is not a tuple of ints");
                 }
                 t[i] = (Long) l.get(i);
             }
         }
         for (long c : t) {
             if (c < 0) {
-                throw new IllegalArgumentException("negative time " + v);
+                throw new IllegalArgumentException("time " + v + " is outside 0..2**63-1");
             }
         }
         return t;
@@ -533,11 +993,15 @@ final class PartRead {
 
         @Override
         public String toString() {
-            return t.length == 1 ? Long.toString(t[0]) : Arrays.toString(t);
+            return text(t);
         }
     }
 
-    /** A minimal JSON reader for times and updates: integers and lists of them. */
+    /**
+     * A JSON reader of times and updates as Python's {@code json.loads} reads them: numbers are integers
+     * (a fraction or exponent is refused, as {@code arrow.py::_json} refuses floats), without leading zeros;
+     * whitespace is JSON's; anything else (strings, objects, literals) is no time and is refused.
+     */
     static final class Json {
         private final String s;
         private int i;
@@ -557,13 +1021,14 @@ final class PartRead {
         }
 
         private void ws() {
-            while (i < s.length() && Character.isWhitespace(s.charAt(i))) {
+            while (i < s.length() && (s.charAt(i) == ' ' || s.charAt(i) == '\t' || s.charAt(i) == '\n'
+                || s.charAt(i) == '\r')) {
                 i++;
             }
         }
 
         private Object value(int depth) {
-            if (depth > 4) {
+            if (depth > 64) {
                 throw new IllegalArgumentException("nesting too deep");
             }
             ws();
@@ -598,17 +1063,17 @@ final class PartRead {
             if (c == '-') {
                 i++;
             }
+            int digitsAt = i;
             while (i < s.length() && s.charAt(i) >= '0' && s.charAt(i) <= '9') {
                 i++;
             }
-            if (i == start || (c == '-' && i == start + 1)) {
+            if (i == digitsAt || (s.charAt(digitsAt) == '0' && i > digitsAt + 1)) {
                 throw new IllegalArgumentException("not an integer at " + start + " of " + s);
+            }
+            if (i < s.length() && (s.charAt(i) == '.' || s.charAt(i) == 'e' || s.charAt(i) == 'E')) {
+                throw new IllegalArgumentException(s + " is not an integer");
             }
             return Long.parseLong(s.substring(start, i));
         }
-    }
-
-    static String utf8(byte[] b) {
-        return new String(b, StandardCharsets.UTF_8);
     }
 }
