@@ -1,4 +1,14 @@
-"""Shared fixtures."""
+"""Fixtures shared by the tests of every folder (a folder's own fixtures are in its conftest.py), and the run's
+scheduling: which tests pytest-xdist keeps on one worker, which run alone after the parallel phase.
+
+* ``schema``, ``encoding``, ``log_uri``, ``file_format_1``: logs and their settings.
+* ``kafka_bootstrap``, ``kafka_uri``, ``kafka_cluster3``: Kafka (``tests/support/kafka.py``).
+* ``s3_server``, ``s3_bucket``: a real S3-protocol server (``tests/support/s3.py``).
+* ``spark_cluster``, ``cluster_spark``: a Spark standalone cluster and a session on it
+  (``tests/support/spark_cluster.py``).
+* ``kcat``, ``avrocat``: Debian's command-line readers, installed when missing.
+
+Helpers that are not fixtures live in ``tests/support/``."""
 
 from __future__ import annotations
 
@@ -12,15 +22,18 @@ import uuid
 import pyarrow as pa
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests.support.paths.ROOT, before it imports
 if ROOT not in sys.path:  # the tests import the project whether or not it is installed
     sys.path.insert(0, ROOT)
 
-from tests.kafka_cluster import KafkaCluster  # noqa: E402
+from tests.support import spark_cluster as _spark_cluster  # noqa: E402
+from tests.support.kafka import KafkaCluster  # noqa: E402
+from tests.support.s3 import running_s3_server  # noqa: E402
 
 _memory_names = itertools.count()
 
 _XDIST_GROUPS = {
+    # keyed by file name (item.path.name), wherever under tests/ the file sits: keep each name one file's
     # files whose tests start servers on fixed ports, or one shared cluster: one pytest-xdist worker runs each group
     "test_kafka_broker_tool.py": "kafka-clusters",
     "test_kafka_unreachable.py": "kafka-clusters",
@@ -170,3 +183,57 @@ def avrocat():
     """``avrocat`` of the Avro C tools (Debian's avro-bin), installed with apt-get when missing (Debian, as
     root); skipped with the reason otherwise."""
     return debian_tool("avrocat", "avro-bin")
+
+
+# -- S3 (tests/support/s3.py) ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One moto S3 server for the session, started when a test first asks for it (``tests/support/s3.py``)."""
+    pytest.importorskip("moto.server", reason="moto[server] (the test extra) runs the S3 server")
+    with running_s3_server(str(tmp_path_factory.mktemp("s3-server"))) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_bucket(s3_server) -> str:
+    """A fresh, empty bucket on the session's server: its ``s3://name`` URI."""
+    return f"s3://{s3_server.new_bucket()}"
+
+
+# -- a Spark standalone cluster (tests/support/spark_cluster.py) ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> _spark_cluster.SparkCluster:
+    """The session's standalone cluster: a master and two workers, started when a test first asks for it,
+    stopped at the end of the session (``tests/support/spark_cluster.py``)."""
+    shared = _spark_cluster.shared
+    if "cluster" not in shared:
+        shared["cluster"] = _spark_cluster.start_cluster()
+    yield shared["cluster"]
+    cluster = shared.pop("cluster", None)
+    if cluster is not None:
+        _spark_cluster.stop_session()
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def _cluster_session(request, spark_cluster, s3_server):
+    """The SparkSession on ``spark_cluster``, kept while consecutive test modules use it, stopped after the last
+    (so the local sessions of other modules can start: one SparkContext a process)."""
+    session = _spark_cluster.shared.get("session")
+    if session is None or session.sparkContext._jsc is None:
+        session = _spark_cluster.shared["session"] = _spark_cluster.new_session(spark_cluster, s3_server.env)
+    yield session
+    if not _spark_cluster.next_item_uses_session(request):
+        _spark_cluster.stop_session()
+
+
+@pytest.fixture
+def cluster_spark(_cluster_session):
+    """A SparkSession on ``spark_cluster`` (see ``tests/support/spark_cluster.py``), once its executors offer
+    every slot again (a test before may have killed one)."""
+    _spark_cluster.wait_for_slots(_cluster_session)
+    return _cluster_session

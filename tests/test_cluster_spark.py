@@ -1,8 +1,8 @@
 """The capture tap and the ``eventlog`` data source (batch and Structured Streaming) on a Spark standalone
-cluster (a master and two workers, separate executor JVMs; ``tests/_cluster.py``), including an executor JVM
+cluster (a master and two workers, separate executor JVMs; ``tests/support/spark_cluster.py``), including an executor JVM
 SIGKILLed mid-job: what the logs hold equals the failure-free run. Each runs twice: with the logs in a folder
 on the disk every process shares, and with every location an ``s3://`` URI on the session's S3 server
-(``tests._s3``), which the executors reach through their own client settings, sharing no disk."""
+(the ``s3_server`` fixture), which the executors reach through their own client settings, sharing no disk."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from replay import Replayer
 from tests.spark.conftest import by_time, object_keys
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]  # one xdist worker (tests/conftest.py)
-pytest_plugins = ["tests._cluster"]   # the cluster_spark and spark_cluster fixtures
 
 COLS = ["id", "word", "t"]
 
@@ -218,7 +217,7 @@ def test_structured_streaming_read_and_write_survive_sigkill_of_an_executor_jvm(
     assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))   # tasks ran again
 
 
-# -- the same on object storage: every location an s3:// URI (the session's S3 server, tests._s3) ---------------
+# -- the same on object storage: every location an s3:// URI (the session's S3 server, ``s3_server``) ---------
 #
 # The executors reach the server with the client settings the session gives them (spark.executorEnv.AWS_*); the
 # logs, their staging and the tasks' start marks are objects, so nothing depends on a disk the driver and the

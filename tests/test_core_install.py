@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
+
 pytestmark = pytest.mark.network
 
-ROOT = Path(__file__).resolve().parent.parent
 OPTIONAL = {"pyspark": "spark", "pandas": "spark", "confluent_kafka": "kafka", "matplotlib": "plot", "duckdb": "sql",
             "boto3": "s3"}
 """Each optional module and the extra that installs it."""

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support.paths import ROOT
 
 
 def test_the_printed_replay_command_runs_from_a_shell_without_the_venv_on_path(tmp_path):

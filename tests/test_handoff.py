@@ -12,16 +12,17 @@ import uuid
 
 import pytest
 
+from tests.support.paths import EXAMPLES, ROOT
+
 pytestmark = pytest.mark.kafka
-HERE = os.path.dirname(os.path.abspath(__file__))
-JOB_A = os.path.join(HERE, "..", "examples", "handoff", "job_a.py")
-JOB_B = os.path.join(HERE, "..", "examples", "handoff", "job_b.py")
+JOB_A = str(EXAMPLES / "handoff" / "job_a.py")
+JOB_B = str(EXAMPLES / "handoff" / "job_b.py")
 EPOCHS = 30
 
 
 def env():
     e = dict(os.environ)
-    e["PYTHONPATH"] = os.path.join(HERE, "..") + os.pathsep + e.get("PYTHONPATH", "")
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     return e
 
 

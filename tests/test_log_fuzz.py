@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.paths import TOOLS
 
 SEED = int(os.environ.get("EVENTLOG_FUZZ_SEED", "20261123"))
 COUNT = int(os.environ.get("EVENTLOG_FUZZ_COUNT", "6000"))
 
 
-_TOOLS = str(Path(__file__).resolve().parent.parent / "tools")
+_TOOLS = str(TOOLS)
 if _TOOLS not in sys.path:  # spawned fuzz workers import the driver by name (they inherit sys.path)
     sys.path.insert(0, _TOOLS)
 

@@ -44,9 +44,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
+
 pytestmark = pytest.mark.xdist_group("readme")  # one xdist worker, in order (tests/conftest.py)
 
-ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 README_KAFKA = "127.0.0.1:19092"
 """The broker address the README's blocks use."""
@@ -174,10 +175,10 @@ def _free_port_pair() -> int:
     """A port p with p and p+1 free (a one-node cluster: clients on p, its controller on p+1), below the
     kernel's ephemeral range (32768-60999 here): a port picked there can be taken by any outgoing connection of
     another test in the seconds before the broker binds it (a CI run lost its controller port that way).
-    Each pytest-xdist worker searches a block of its own (``tests._ports``)."""
+    Each pytest-xdist worker searches a block of its own (``tests.support.ports``)."""
     import random
 
-    from tests._ports import port_free, worker_index
+    from tests.support.ports import port_free, worker_index
 
     base = 23000 + 400 * worker_index()
     candidates = list(range(base, base + 400, 2))
@@ -312,7 +313,7 @@ def test_skipped_blocks_are_listed():
             assert list(ROOT.glob(path)), f"README.md line {b.line}: {path} does not exist"
         for target in re.findall(r"^make (\S+)", b.code, re.M):
             assert target in targets, f"README.md line {b.line}: make {target}: no such target"
-        for glob in re.findall(r"(tests/test_\w+\*?\.py)", b.code):
+        for glob in re.findall(r"(tests/(?:\w+/)*test_\w+\*?\.py)", b.code):
             assert list(ROOT.glob(glob)), glob
 
 

@@ -12,7 +12,9 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "logs")
+from tests.support.paths import GOLDEN_LOGS
+
+GOLDEN = str(GOLDEN_LOGS)
 
 
 def only(pattern):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import ROOT
 
 SPARK_SLOTS = 8
 """Task slots of the test session: barrier mode runs every operator instance of a job at once."""
@@ -25,8 +25,8 @@ def runtime_spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if ROOT not in paths:  # Spark's Python workers import the tests' pipeline helpers
-        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *paths])
+    if str(ROOT) not in paths:  # Spark's Python workers import the tests' pipeline helpers
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), *paths])
     from pyspark.sql import SparkSession
 
     from runtime.executors.spark import spark_slots

@@ -16,6 +16,7 @@ from runtime.channels.factory import open_channel_store
 from runtime.channels.payload import FINISHED_TS, decode_batch, encode_batch
 from runtime.channels.reader import BARRIER, DATA, FRONTIER, ChannelReader
 from runtime.channels.writer import ChannelWriter, Transfer
+from tests.support.channels import channel_pair
 
 
 def _batch(i: int) -> pa.RecordBatch:
@@ -41,19 +42,8 @@ def store(request, tmp_path):
     s.close()
 
 
-def _pair(store, names, settings=None, start_ids=None):
-    store.prepare(1, names)
-    transfer = Transfer(settings or WriterSettings(bundle_messages=3))
-    writers = [ChannelWriter(n, store.appender(1, i, n), transfer, start_id=(start_ids or {}).get(n, 0))
-               for i, n in enumerate(names)]
-    transfer.start()
-    reader = ChannelReader(store.tail(1, list(enumerate(names))),
-                           [(i, n, (start_ids or {}).get(n, 0)) for i, n in enumerate(names)])
-    return transfer, writers, reader
-
-
 def test_messages_frontiers_and_barriers_flow_in_order(store):
-    transfer, (w,), reader = _pair(store, ["a.0-b.0"])
+    transfer, (w,), reader = channel_pair(store, ["a.0-b.0"])
     for t in range(10):
         assert w.write(encode_batch(t, _batch(t))) == t + 1          # ids are 1, 2, 3, …
         w.advance(t + 1)
@@ -73,7 +63,7 @@ def test_messages_frontiers_and_barriers_flow_in_order(store):
 
 def test_file_layout_segments_end_at_barriers(tmp_path):
     store = open_channel_store(f"file://{tmp_path}/ch", "job")
-    transfer, (w,), reader = _pair(store, ["a.0-b.0"])
+    transfer, (w,), reader = channel_pair(store, ["a.0-b.0"])
     for t in range(4):
         w.write(encode_batch(t, _batch(t)))
         if t == 1:
@@ -112,7 +102,7 @@ def test_duplicates_are_dropped_and_gaps_raise(tmp_path):
 
 def test_barriers_are_aligned_across_channels(tmp_path):
     store = open_channel_store(str(tmp_path / "ch"), "job")
-    transfer, (a, b), reader = _pair(store, ["a.0-c.0", "b.0-c.0"])
+    transfer, (a, b), reader = channel_pair(store, ["a.0-c.0", "b.0-c.0"])
     a.write(encode_batch(0, _batch(0)))
     a.barrier(1)
     a.write(encode_batch(1, _batch(100)))     # after a's barrier: held back until b's barrier arrives
@@ -132,7 +122,7 @@ def test_barriers_are_aligned_across_channels(tmp_path):
 
 def test_empty_bundles_carry_an_idle_channels_frontier(tmp_path):
     store = open_channel_store(str(tmp_path / "ch"), "job")
-    transfer, (w,), reader = _pair(store, ["a.0-b.0"], WriterSettings(idle_interval=0.02))
+    transfer, (w,), reader = channel_pair(store, ["a.0-b.0"], WriterSettings(idle_interval=0.02))
     w.advance(42)                              # time moves, no data
     events = _drain(reader, lambda ev: any(e[0] == FRONTIER and list(e[1]) == [42] for e in ev))
     assert not any(e[0] == DATA for e in events)
@@ -178,7 +168,7 @@ def test_full_ring_blocks_the_writer_until_drained(tmp_path):
 
 def test_restored_ids_continue_and_old_ids_are_duplicates(tmp_path):
     store = open_channel_store(str(tmp_path / "ch"), "job")
-    transfer, (w,), reader = _pair(store, ["a.0-b.0"], start_ids={"a.0-b.0": 41})
+    transfer, (w,), reader = channel_pair(store, ["a.0-b.0"], start_ids={"a.0-b.0": 41})
     assert w.write(encode_batch(0, _batch(0))) == 42
     events = _drain(reader, lambda ev: any(e[0] == DATA for e in ev))
     assert len([e for e in events if e[0] == DATA]) == 1 and reader.offsets() == {"a.0-b.0": 42}

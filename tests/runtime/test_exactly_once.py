@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import Fault, FaultPlan, RestartBackoff
-
-from .pipelines import expected_counts, read_counts, wordcount_job
+from tests.support.pipelines import expected_counts, read_counts, wordcount_job
 
 
 def _tasks(job):

@@ -10,8 +10,7 @@ import pytest
 
 from eventlog import open_log
 from runtime import FinishedOutputError
-
-from .pipelines import expected_counts, read_counts, wordcount_job
+from tests.support.pipelines import expected_counts, read_counts, wordcount_job
 
 
 def _run(job, tmp_path, ck: str, **kw):
@@ -53,8 +52,7 @@ def _needs_a_missing_module(row):
 
 def test_a_task_that_cannot_import_a_module_fails_the_job_without_restarts(tmp_path):
     from runtime import Job, JobFailedError
-
-    from .pipelines import events
+    from tests.support.pipelines import events
 
     job = Job("imports")
     job.from_generator(events(20), parts=1, name="source").map(_needs_a_missing_module, name="map").sink(

@@ -9,8 +9,7 @@ import pytest
 
 from capture import Capture
 from runtime import Job
-
-from .pipelines import idle_part_events
+from tests.support.pipelines import idle_part_events
 
 IDLE = 3.0
 

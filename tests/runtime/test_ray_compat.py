@@ -14,8 +14,8 @@ from runtime import ChannelError, WriterSettings
 from runtime.channels.barrier import GLOBAL_BARRIER, HEADER_SIZE, MAX_BUNDLE_MESSAGES, decode_barrier, encode_barrier
 from runtime.channels.factory import open_channel_store
 from runtime.channels.payload import encode_batch
-from tests.runtime.test_channels import _pair
-from tests.test_bundle import load
+from tests.support.channels import channel_pair
+from tests.support.golden import bundle_vector
 
 
 def test_barrier_payload_is_rays_layout():
@@ -36,13 +36,13 @@ def test_a_runtime_barrier_bundle_matches_the_golden_vector(tmp_path):
     """The barrier bundle a channel writer produces, byte for byte but its timestamp, against a vector
     written by hand from Ray's layout (tests/golden/bundles/ray_barrier.hex)."""
     store = open_channel_store(f"file://{tmp_path}/ch", "job")
-    transfer, (w,), reader = _pair(store, ["a.0-b.0"])
+    transfer, (w,), reader = channel_pair(store, ["a.0-b.0"])
     w.write(encode_batch(0, pa.record_batch({"x": [1]})))
     w.barrier(5)
     transfer.drain(5)
     d = tmp_path / "ch" / "job" / "g000001" / "a.0-b.0"
     (barrier,) = [b for b in bundle.iter_bundles((d / "00000000.bundles").read_bytes()) if b.type == bundle.BARRIER]
-    want, _ = load("ray_barrier")
+    want, _ = bundle_vector("ray_barrier")
     # the same bundle with the golden's timestamp (0): every other byte is the runtime's
     assert bundle.encode([bytes(barrier.payload(0))], bundle_ts=0, bundle_type=bundle.BARRIER,
                          last_id=barrier.last_id) == want
@@ -54,7 +54,7 @@ def test_no_runtime_bundle_holds_more_than_2048_messages(tmp_path):
     with pytest.raises(ValueError, match="2048"):
         WriterSettings(bundle_messages=MAX_BUNDLE_MESSAGES + 1)
     store = open_channel_store(f"file://{tmp_path}/ch", "job")
-    transfer, (w,), reader = _pair(store, ["a.0-b.0"], WriterSettings(bundle_messages=MAX_BUNDLE_MESSAGES,
+    transfer, (w,), reader = channel_pair(store, ["a.0-b.0"], WriterSettings(bundle_messages=MAX_BUNDLE_MESSAGES,
                                                                        bundle_bytes=1 << 30, bundle_delay=0.5))
     small = encode_batch(0, pa.record_batch({"x": [1]}))
     for _ in range(10_000):

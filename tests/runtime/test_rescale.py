@@ -9,8 +9,7 @@ import os
 import pytest
 
 from runtime import Job, RescaleError
-
-from .pipelines import expected_counts, read_counts, wordcount_job
+from tests.support.pipelines import expected_counts, read_counts, wordcount_job
 
 
 def _rescaled_run(tmp_path, spark, steps: list[int], name: str, chaining: bool = False, **kw) -> list:

@@ -1,4 +1,4 @@
-"""The runtime's checkpoints, sink staging and outputs on S3 (moto's S3 server, ``tests._s3``): pipelines run
+"""The runtime's checkpoints, sink staging and outputs on S3 (moto's S3 server, the ``s3_server`` fixture): pipelines run
 with every checkpoint object, staged epoch, cursor and output segment in a bucket — in threads and on local
 Spark — and fail over from checkpoints there with output equal to the failure-free run's; damaged or
 missing checkpoint objects are ``CheckpointCorruptError``\\ s naming the ``s3://`` object (and the job falls
@@ -35,10 +35,8 @@ from runtime.checkpoints.marks import check_mark, write_mark
 from runtime.checkpoints.storage import open_state_fs
 from runtime.checkpoints.store import CheckpointStore
 from runtime.locations import check_locations
-from tests._ports import worker_index
-from tests.runtime.pipelines import COUNT_SCHEMA, WORDS, events, expected_counts, read_counts, wordcount_job
-
-pytest_plugins = ["tests._s3"]
+from tests.support.pipelines import COUNT_SCHEMA, WORDS, events, expected_counts, read_counts, wordcount_job
+from tests.support.ports import worker_index
 
 OWN_PORT = 17995 + 300 * worker_index()
 """The port of the server ``own_s3`` starts (per pytest-xdist worker: two workers never share one)."""
@@ -548,7 +546,7 @@ def own_s3(tmp_path, monkeypatch):
     """A server of this test's own on ``OWN_PORT`` (stopping it leaves the session's server to the others),
     the process environment pointing at it."""
     pytest.importorskip("moto.server")
-    from tests._s3 import TOOL, S3Server
+    from tests.support.s3 import TOOL, S3Server
 
     data = str(tmp_path / "own-s3")
     proc = subprocess.run([sys.executable, TOOL, "start", "--port", str(OWN_PORT), "--data", data],

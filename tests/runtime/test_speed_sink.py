@@ -18,8 +18,7 @@ from runtime.checkpoints.store import StateCheck
 from runtime.errors import CheckpointCorruptError
 from runtime.operators import OperatorContext
 from runtime.sinks import _CURSOR_RECORD, CallableSink
-
-from .pipelines import WORDS, events
+from tests.support.pipelines import WORDS, events
 
 
 class _Crash(Exception):

@@ -1,4 +1,4 @@
-"""The JVM tap on S3 (moto's S3 server, ``tests._s3``): what it writes into an ``s3://`` log is what the Python
+"""The JVM tap on S3 (moto's S3 server, ``tests.support.s3``): what it writes into an ``s3://`` log is what the Python
 tap writes there (the same objects, the same events part by part), staged on the executor and published by
 conditional puts, with the same guarantees (retried tasks, a lost publish race, a second evaluation), its
 micro-batches appended as the Python writer's; and its requests are signed as AWS Signature Version 4 says
@@ -25,7 +25,6 @@ from .conftest import object_keys, workers_env
 from .test_jvm_tap import _fail_first_attempt, captured, verify, words
 
 pytestmark = pytest.mark.spark
-pytest_plugins = ["tests._s3"]   # s3_server, s3_bucket
 
 
 @pytest.fixture(scope="module", autouse=True)

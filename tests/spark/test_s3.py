@@ -1,5 +1,5 @@
 """The tap, the ``eventlog`` data source (batch and streaming) and the streaming sink on S3 (moto's S3 server,
-``tests._s3``), in local-mode Spark: what they write and read on ``s3://`` equals the same on a local folder;
+``tests.support.s3``), in local-mode Spark: what they write and read on ``s3://`` equals the same on a local folder;
 attempts racing to publish one part (one wins, the other keeps nothing); a publish cut short; an unreachable
 server gives a clear error."""
 
@@ -23,7 +23,6 @@ from replay import Replayer
 from .conftest import by_time, object_keys, workers_env
 
 pytestmark = pytest.mark.spark
-pytest_plugins = ["tests._s3"]   # s3_server, s3_bucket
 
 COLS = ["id", "word", "t"]
 

@@ -21,8 +21,6 @@ from connectors.spark.times import TimeSpec
 from connectors.spark.uri import STAGING_DIR, parse_stream_uri, staging_uri
 from eventlog import Messages, StreamHeader, open_log
 
-pytest_plugins = ["tests._s3"]   # s3_server, s3_bucket
-
 SCHEMA = pa.schema([("t", pa.int64()), ("x", pa.int64())])
 JOB = "job1"
 
