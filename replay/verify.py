@@ -376,7 +376,7 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Advance | No
 
 def _count_duplicates(report: PartReport, part: CheckedPart) -> None:
     """Take what a part's reader (and the log's reader beneath it) dropped as duplicates into the report."""
-    beneath = part._reader
+    beneath = part.opened_reader
     report.duplicates += part.duplicates + getattr(beneath, "duplicates", 0)
     for seq, offset in getattr(beneath, "duplicate_records", ()):
         report.dropped.append(Problem("duplicate", f"seq {seq} read again and dropped (a retried write)",

@@ -10,25 +10,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from eventlog.antichain import Antichain, MutableAntichain
+from eventlog.antichain import Antichain
 from eventlog.log import Log
-from eventlog.parts import CheckedPart
+from eventlog.parts import part_frontier
 from eventlog.time import Time, TimeType
 
 
 def merged_frontier(log: Log, stream: str, ends: Mapping[int, int] | None = None) -> Antichain:
     """The merged frontier of every part of ``stream`` after its events before ``ends[part]`` (default:
-    every event there now), from each part's Progress events read by every rule (``eventlog.parts``): a broken
-    rule raises ``ProgressError`` naming the stream, part and sequence id."""
+    every event there now): the least elements of the parts' frontiers, each read from the part's Progress
+    events by every rule (``eventlog.parts.part_frontier``): a broken rule raises ``ProgressError`` naming the
+    stream, part and sequence id."""
     header = log.header(stream)
-    counts = MutableAntichain([(header.time_type.minimum, header.peers)])
-    for part in range(header.peers):
-        end = None if ends is None else ends[part]
-        with CheckedPart(log, header, part, end=end, progress_only=True) as reader:
-            for _ in reader.read():
-                pass
-            counts.update_iter([(header.time_type.minimum, -1), *reader.counts()])
-    return counts.frontier
+    return Antichain(t for part in range(header.peers)
+                     for t in part_frontier(log, header, part, None if ends is None else ends[part]))
 
 
 def is_complete(t: Time, frontier: Antichain) -> bool:

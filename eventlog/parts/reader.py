@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..antichain import Antichain
 from ..errors import EventLogError, SequenceError
-from ..events import Entry, Messages, Progress
+from ..events import Entry, Messages
 from ..header import StreamHeader
 from ..time import Time
 from .committed import CommittedPart, check_isolation
@@ -140,6 +140,11 @@ class CheckedPart:
             self._reader = self.log.reader(self.stream, self.part, start=self.start, progress_only=self.progress_only)
             if self.raw_last == self.start - 1:  # nothing read yet: the log may start the part later (trimmed)
                 self.raw_last = self.last_seq = self._reader.next_seq - 1
+        return self._reader
+
+    @property
+    def opened_reader(self) -> "PartReader | None":
+        """The log's reader of the part if it was opened (``reader`` opens it), else None."""
         return self._reader
 
     # -- state ---------------------------------------------------------------------------------------------
@@ -359,11 +364,6 @@ class CheckedPart:
 
     def __iter__(self) -> Iterator[Entry]:
         return self.read()
-
-    def progress(self) -> Iterator[Progress]:
-        """The Progress events there now (a ``progress_only`` read), each taken."""
-        for entry in self.read():
-            yield entry.event  # type: ignore[misc]
 
     def describe_held(self) -> str | None:
         """Reading committed: one line on the events held back (None when nothing is)."""

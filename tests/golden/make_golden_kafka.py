@@ -5,7 +5,7 @@ and must never change).
     python tests/golden/make_golden_kafka.py --bootstrap 127.0.0.1:19092 --out tests/golden/kafka/1.2 [--restart]
 
 Each file ``<stream>.json`` holds the stream's records in partition order: partition, key, value and headers
-(hex), not Kafka offsets (transaction markers take offsets too). ``tests/eventlog/test_golden_kafka.py`` produces them into
+(hex), not Kafka offsets (transaction markers take offsets too). ``tests/test_golden_kafka.py`` produces them into
 a fresh topic as they are and reads them with today's code. ``--restart`` adds a stream whose part 0 was reopened
 by a second writer incarnation (format 1.2 writer epochs) after the first left a committed message at a time it
 had not completed.

@@ -3,7 +3,7 @@ are committed and must never change; tests/golden/logs holds format 1.0).
 
     python tests/golden/make_golden_logs.py 2.0
 
-The test ``tests/eventlog/test_golden.py`` states the same content literally and reads these files with today's
+The test ``tests/test_golden.py`` states the same content literally and reads these files with today's
 code, so a change to the format that would make old logs unreadable (or read differently) fails it.
 """
 

@@ -72,8 +72,9 @@ class KafkaCluster:
 # -- raw records -------------------------------------------------------------------------------------------------
 
 
-def raw_records(bootstrap: str, topic: str, part: int = 0) -> list:
-    """Every committed record of partition ``part`` of ``topic``, as confluent_kafka messages, in offset order."""
+def raw_records(bootstrap: str, topic: str, part: int = 0, *, timeout: float = 10) -> list:
+    """Every committed record of partition ``part`` of ``topic``, as confluent_kafka messages, in offset order
+    (each poll waits at most ``timeout`` seconds for the next record or the partition's end)."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw", "enable.partition.eof": True,
@@ -81,8 +82,8 @@ def raw_records(bootstrap: str, topic: str, part: int = 0) -> list:
     c.assign([TopicPartition(topic, part, 0)])
     out = []
     while True:
-        m = c.poll(10)
-        assert m is not None, "no partition EOF within 10 s"
+        m = c.poll(timeout)
+        assert m is not None, f"no partition EOF within {timeout} s"
         if m.error():
             break
         out.append(m)

@@ -7,7 +7,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from capture import Capture
@@ -27,6 +27,7 @@ from eventlog import (
 )
 from eventlog.encoding import codec_for
 from replay import Replayer, copy
+from tests.support import kafka as support_kafka
 
 pytestmark = pytest.mark.kafka
 SCHEMA = pa.schema([("n", pa.int64()), ("s", pa.string())])
@@ -41,18 +42,8 @@ def fill(log, stream="s", peers=1, n=10, part=0):
 
 def raw_records(bootstrap, topic, part):
     """The committed records of a partition as a plain Kafka client sees them: (key, value, headers dict)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "raw", "enable.partition.eof": True,
-                  "isolation.level": "read_committed"})
-    c.assign([TopicPartition(topic, part, 0)])
-    out = []
-    while True:
-        m = c.poll(5)
-        assert m is not None, "no partition EOF within 5 s"
-        if m.error():
-            break
-        out.append((m.key(), m.value(), dict(m.headers() or [])))
-    c.close()
-    return out
+    return [(m.key(), m.value(), dict(m.headers() or []))
+            for m in support_kafka.raw_records(bootstrap, topic, part, timeout=5)]
 
 
 def produce_raw(log, bootstrap, part, value, headers, key=b"0"):

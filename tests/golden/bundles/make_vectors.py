@@ -7,7 +7,7 @@ Each vector ``NAME`` is two files:
 - ``NAME.json``: the expected decode: the header fields and every message (id, type, payload as hex), or,
   for an invalid vector, the expected error (byte offset and a fragment of the message).
 
-Run ``python tests/golden/bundles/make_vectors.py`` to rewrite the files; tests/eventlog/test_bundle.py checks that
+Run ``python tests/golden/bundles/make_vectors.py`` to rewrite the files; tests/test_bundle.py checks that
 the files match this script, that both codecs decode them to the JSON, and that both encode the valid ones
 to exactly these bytes.
 """
