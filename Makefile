@@ -23,7 +23,7 @@ DEMO_KAFKA_PORT ?= 19692
 # the cross-job handoff on Apache Kafka, started for the walkthrough and stopped after it: job B follows while
 # job A is SIGKILLed mid-way and restarted; job B still sees every epoch once (README, "Cross-job handoff")
 demo-handoff: $(STAMP)
-	$(PY) tools/kafka-broker start --port $(DEMO_KAFKA_PORT)
+	$(PY) tools/kafka-broker start --fresh --port $(DEMO_KAFKA_PORT)
 	$(PY) examples/handoff/walkthrough.py --bootstrap 127.0.0.1:$(DEMO_KAFKA_PORT); rc=$$?; \
 	$(PY) tools/kafka-broker stop --port $(DEMO_KAFKA_PORT); exit $$rc
 
@@ -35,7 +35,7 @@ PYTEST_WORKERS ?= 2
 # the Kafka tests run against Apache Kafka (one local broker, KRaft), started for the run and stopped after it;
 # the first run fetches Kafka's jars through Maven into ~/.cache/eventlog (needs Java 17 and Maven)
 test: $(STAMP)
-	$(PY) tools/kafka-broker start --port $(KAFKA_PORT)
+	$(PY) tools/kafka-broker start --fresh --port $(KAFKA_PORT)
 	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not serial" $(PYTEST_ARGS); rc=$$?; \
 	EVENTLOG_KAFKA=127.0.0.1:$(KAFKA_PORT) $(PY) -m pytest -q -m serial $(PYTEST_ARGS); rc2=$$?; \
 	if [ $$rc -eq 0 ] && [ $$rc2 -ne 5 ]; then rc=$$rc2; fi; \
@@ -53,7 +53,7 @@ bench: $(STAMP)
 	$(PY) tools/bench/bench_bundle.py
 	$(PY) tools/bench/bench_file_log.py
 	$(PY) tools/bench/bench_replay.py
-	$(PY) tools/kafka-broker start --port $(KAFKA_PORT)
+	$(PY) tools/kafka-broker start --fresh --port $(KAFKA_PORT)
 	$(PY) tools/bench/bench_kafka.py --bootstrap 127.0.0.1:$(KAFKA_PORT); \
 	$(PY) tools/bench/bench_runtime.py --kafka 127.0.0.1:$(KAFKA_PORT); \
 	$(PY) tools/kafka-broker stop --port $(KAFKA_PORT)

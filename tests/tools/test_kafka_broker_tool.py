@@ -4,6 +4,7 @@ paths."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -234,8 +235,9 @@ def test_a_pid_file_naming_a_foreign_process_is_never_signalled(tmp_path):
         other.wait()
 
 
-def _run_tool(args, env, python=None):
-    return subprocess.run([python or _bare_python(), TOOL, *args], capture_output=True, text=True, env=env, timeout=120)
+def _run_tool(args, env, python=None, timeout=120):
+    return subprocess.run([python or _bare_python(), TOOL, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
 
 
 @pytest.mark.parametrize("missing", ["mvn", "java"])
@@ -357,6 +359,42 @@ def test_single_broker_starts_offline_under_bare_python_and_keeps_data_across_st
         assert _run_tool(["status", "--port", str(SINGLE_PORT)], env).returncode == 3
     finally:
         _run_tool(["stop", "--port", str(SINGLE_PORT)], env)
+
+
+@pytest.mark.kafka
+def test_a_killed_single_broker_restarts_on_its_data_and_fresh_starts_anew(tmp_path):
+    """A killed broker's registration outlives it by its session (60 s on one node): the restarted node keeps
+    trying to register until that session ends instead of giving up at Kafka's 60 s default, and says why it
+    waits (CI once died here: `make test` restarted a broker its previous run had left killed). `--fresh`
+    throws a stopped cluster away instead."""
+    broker_fetch.ensure_kafka()
+    port, data = 19782, tmp_path / "c"
+    args = ["--port", str(port), "--data", str(data)]
+    cluster = KafkaCluster(port, 1, data=str(data))
+    try:
+        assert _run_tool(["start", *args], dict(os.environ)).returncode == 0
+        topic = _create_topic(cluster.bootstrap)
+        values = [f"v{i}".encode() for i in range(50)]
+        assert _produce(cluster.bootstrap, topic, values) == values
+        first_id = json.loads((data / "cluster.json").read_text())["cluster_id"]
+
+        assert _run_tool(["kill", "--node", "1", *args], dict(os.environ)).returncode == 0
+        restart = _run_tool(["start", *args], dict(os.environ), timeout=300)
+        assert restart.returncode == 0, restart.stderr
+        assert "wait for the session of their killed predecessor" in restart.stdout
+        assert [v for _, v in _consume(cluster.bootstrap, topic)] == values
+
+        assert _run_tool(["stop", "--keep-data", *args], dict(os.environ)).returncode == 0
+        fresh = _run_tool(["start", "--fresh", *args], dict(os.environ))
+        assert fresh.returncode == 0, fresh.stderr
+        assert "discarding the stopped cluster's data" in fresh.stdout
+        assert json.loads((data / "cluster.json").read_text())["cluster_id"] != first_id
+        assert topic not in _admin(cluster.bootstrap).list_topics(timeout=30).topics
+        # a running cluster is used as it is
+        again = _run_tool(["start", "--fresh", *args], dict(os.environ))
+        assert again.returncode == 0 and "already running" in again.stdout
+    finally:
+        _run_tool(["stop", *args], dict(os.environ))
 
 
 # ---- what the broker the suite runs on answers (the old memory broker did not) ----------------------------

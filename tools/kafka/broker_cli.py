@@ -1,6 +1,7 @@
 """Run a local Apache Kafka cluster (KRaft mode) for eventlog's tests, examples and benchmarks.
 
     tools/kafka-broker start  [--port 19092] [--brokers 1|3] [--data DIR]   # start (or resume) the cluster
+    tools/kafka-broker start  --fresh [--port 19092]  # a new cluster unless one runs (what `make test` does)
     tools/kafka-broker status [--port 19092]          # exit 0 when every node answers, 3 when one does not
     tools/kafka-broker stop   [--port 19092] [--keep-data]   # SIGTERM, SIGKILL after --timeout s
     tools/kafka-broker kill   --node N [--port 19092]  # SIGKILL one node (failure tests)
@@ -12,7 +13,8 @@ $EVENTLOG_KAFKA_VERSION) with its runtime dependencies through Maven into ${XDG_
 for that first fetch, Maven. The cluster is N combined broker+controller nodes on 127.0.0.1: node n serves
 clients on PORT+n-1; replication factor N for every topic, min.insync.replicas 2 with 3 nodes, topics are
 not auto-created. Storage is durable: data, logs and pids live in --data (default $TMPDIR/eventlog-kafka-PORT);
-`stop` deletes that data unless --keep-data, and a later `start` resumes a kept cluster. `start` returns
+`stop` deletes that data unless --keep-data, and a later `start` resumes a kept cluster (after a kill, its
+node waits out the old broker session before it registers: up to a minute on one node). `start` returns
 once every node answers, the metadata lists them all and a replicated topic can be created; it prints the
 bootstrap servers. Standard library only (Python 3.8+); ``tools/kafka-broker`` is the launcher that runs this.
 """
@@ -45,6 +47,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     version = args.version or os.environ.get("EVENTLOG_KAFKA_VERSION") or broker_fetch.DEFAULT_VERSION
     with bc.locked(data):
         layout = bc.load_layout(data)
+        if layout is not None and args.fresh and not args.node \
+                and all(bc.node_pid(layout, n) is None for n in layout.all_nodes):
+            _say(f"--fresh: discarding the stopped cluster's data in {data}")
+            bc.remove_data(layout)
+            layout = None
         if layout is None:
             if args.node:
                 raise bc.ClusterError(f"no cluster in {data} to restart node {args.node} of; start the cluster first")
@@ -80,7 +87,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         # every running node must answer; the whole cluster must also create a replicated topic
         running = [n for n in layout.all_nodes if n in to_start or bc.node_pid(layout, n) is not None]
         try:
-            bc.wait_ready(layout, running, args.wait, create_topic=len(running) == layout.nodes)
+            bc.wait_ready(layout, running, args.wait, create_topic=len(running) == layout.nodes, say=_say)
         except bc.ClusterError:
             if to_start and not args.node:
                 bc.signal_nodes(layout, to_start, timeout=10, term=False)
@@ -141,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--brokers", type=int, choices=[1, 3], help="nodes of a new cluster (default 1)")
     p.add_argument("--data", help="cluster folder (default $TMPDIR/eventlog-kafka-PORT)")
     p.add_argument("--node", type=int, help="start or kill only this node (1-based)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start: a stopped cluster's data is discarded and a new cluster starts (a running one is used)")
     p.add_argument("--keep-data", action="store_true", help="stop: keep the storage for a later start")
     p.add_argument("--version", help=f"Kafka version of a new cluster (default {broker_fetch.DEFAULT_VERSION})")
     p.add_argument("--heap", default=os.environ.get("EVENTLOG_KAFKA_HEAP", "512m"), help="-Xmx of each node")

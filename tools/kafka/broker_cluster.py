@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 import broker_wire
 
@@ -173,7 +174,7 @@ def _log_tail(layout: Layout, node: int, lines: int = 3) -> str:
         except OSError:
             continue
         if only_errors:
-            tail = [ln for ln in tail if " ERROR " in ln or " FATAL " in ln]
+            tail = [ln for ln in tail if " ERROR " in ln or " FATAL " in ln or "Unable to register" in ln]
         out.extend(tail[-lines:])
     return (" | ".join(out) or "no output")[-800:]
 
@@ -186,6 +187,13 @@ def _log_opts(layout: Layout, node: int) -> list[str]:
     ]
 
 
+def _session_ms(layout: Layout) -> int:
+    """The broker session: a single broker has no other to lead its partitions, so fencing it when a starved
+    machine delays its heartbeats only stops every client (and their retries starve it more); three nodes
+    detect a lost one."""
+    return 60000 if layout.nodes == 1 else 6000
+
+
 def write_config(layout: Layout, node: int) -> None:
     """Write ``node``'s server.properties from the template beside this file."""
     with open(os.path.join(_HERE, "server.properties.in")) as f:
@@ -196,9 +204,8 @@ def write_config(layout: Layout, node: int) -> None:
         "PORT": str(layout.broker_port(node)), "CONTROLLER_PORT": str(layout.controller_port(node)),
         "DATA_DIR": os.path.join(layout.node_dir(node), "data"),
         "MIN_ISR": str(1 if layout.nodes < 3 else 2),
-        # a single broker has no other to lead its partitions: fencing it when a starved machine delays its
-        # heartbeats only stops every client (and their retries starve it more); three nodes detect a lost one
-        "SESSION_MS": str(60000 if layout.nodes == 1 else 6000),
+        "SESSION_MS": str(_session_ms(layout)),
+        "REGISTRATION_MS": str(_session_ms(layout) + 60000),
     }
     for key, value in values.items():
         text = text.replace(f"@{key}@", value)
@@ -329,12 +336,31 @@ def probe(layout: Layout, nodes: list[int], create_topic: bool) -> str | None:
     return None
 
 
-def wait_ready(layout: Layout, nodes: list[int], timeout: float, create_topic: bool) -> None:
+def _registering(layout: Layout, node: int) -> bool:
+    """True when ``node``'s log ends with the controller refusing its registration (its old session lives on)."""
+    try:
+        with open(os.path.join(layout.node_dir(node), "logs", "server.log"), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4096))
+            return b"DUPLICATE_BROKER_REGISTRATION" in f.read()
+    except OSError:
+        return False
+
+
+def wait_ready(layout: Layout, nodes: list[int], timeout: float, create_topic: bool,
+               say: Callable[[str], None] = lambda _: None) -> None:
     """Wait until :func:`probe` passes; raise with the last reason (and the node's log) when a node dies
-    or ``timeout`` s pass."""
-    deadline = time.monotonic() + timeout
+    or ``timeout`` s pass. ``say`` hears, every 20 s, why the wait goes on."""
+    start = time.monotonic()
+    deadline, next_say = start + timeout, start + 10
     reason = "not probed"
     while time.monotonic() < deadline:
+        if time.monotonic() >= next_say:
+            next_say += 20
+            late = [n for n in nodes if _registering(layout, n)]
+            say(f"still starting after {time.monotonic() - start:.0f} s: " + (
+                f"node(s) {late} wait for the session of their killed predecessor to end (up to "
+                f"{_session_ms(layout) // 1000} s) before they can register" if late else reason))
         for node in nodes:
             if node_pid(layout, node) is None:
                 raise ClusterError(f"node {node} exited during startup: {_log_tail(layout, node)} "
