@@ -49,11 +49,20 @@ KAFKA_FORMAT_VERSION: tuple[int, int] = (2, 0)
 
 _SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
              KafkaError._UNKNOWN_PARTITION, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+             # a call in flight to a broker that was killed: its connection is torn down
+             KafkaError._DESTROY_BROKER,
              # a leader that just took over after a broker or cluster restart, before it caught up
              KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
 _CHANNEL_TOPIC = re.compile(r"\.g\d{6}$")  # the runtime's channel topics: prefix.job.g000001
 _HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
 _MARKER_WAIT = 0.25  # seconds a tail read waits for the markers of a transaction committed a moment ago
+_CALL_SLICE = 3.0  # seconds one cluster call may wait before it is asked again (within the log's timeout)
+
+
+def _slice(deadline: float) -> float:
+    """How long the next call of a wait until ``deadline`` (``time.monotonic()``) may take: at most
+    ``_CALL_SLICE``, so a call that waits for a killed partition leader is asked again once a new one leads."""
+    return max(0.05, min(_CALL_SLICE, deadline - time.monotonic()))
 
 
 @dataclass(frozen=True)
@@ -431,8 +440,8 @@ class KafkaLog(Log):
         topic was recreated, or a broker lost acknowledged records)."""
         deadline = time.monotonic() + self.timeout
         while True:
-            try:
-                lo, hi = self._scanner().get_watermark_offsets(TopicPartition(topic, part), timeout=self.timeout,
+            try:  # a slice at a time: a call that waits out a killed leader learns of the new one only when retried
+                lo, hi = self._scanner().get_watermark_offsets(TopicPartition(topic, part), timeout=_slice(deadline),
                                                                cached=False)
                 before = self._ends.get((topic, part), 0)
                 if hi < before:
@@ -446,9 +455,19 @@ class KafkaLog(Log):
                 # a new topic's partitions need a moment to get a leader; leaders move
                 if (err.retriable() or err.code() in _SETTLING) and time.monotonic() < deadline:
                     time.sleep(0.05)
+                    self._refresh(topic, deadline)
                     continue
-                raise EventLogError(f"cannot read the offsets of {topic}[{part}]: {err.str()}",
+                raise EventLogError(f"cannot read the offsets of {topic}[{part}] within {self.timeout:g} s: {err.str()}",
                                     stream=self.target.stream_of(topic), part=part) from None
+
+    def _refresh(self, topic: str, deadline: float) -> None:
+        """Ask the cluster who leads ``topic``'s partitions now: the scanner keeps asking a killed leader (its
+        calls time out) until a metadata request tells it of the new one. Failures are left to the caller's
+        retry."""
+        try:
+            self._scanner().list_topics(topic, timeout=_slice(deadline))
+        except KafkaException:
+            pass
 
     def _last_data(self, topic: str, part: int, lo: int, hi: int) -> Frame | None:
         """The last committed data record of a partition, None when it has none. Scans back from the end

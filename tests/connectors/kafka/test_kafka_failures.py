@@ -163,3 +163,36 @@ def test_a_leader_change_during_replay_delivers_every_event_once(kafka_cluster3)
     finally:
         kafka_cluster3.restart(leader)
     assert got == {t: [(t, i) for i in range(3)] for t in range(100)}
+
+
+@pytest.mark.parametrize("opens", ["writer", "reader"])
+def test_a_log_opened_while_its_leader_is_replaced_waits_for_the_new_leader(kafka_cluster3, opens):
+    """A job restarted during a broker outage opens its log while the killed leader's partitions have no
+    leader yet (about 6-30 s here, the broker session): every call waits a slice at a time and retries within
+    the log's timeout instead of spending the whole timeout on one call and failing (issue 33 §4: "cannot read
+    the offsets …: Local: Timed out", "Broker handle destroyed without termination")."""
+    bs = kafka_cluster3.bootstrap
+    uri = f"kafka://{bs}/ol{uuid.uuid4().hex[:8]}?eventlog.timeout=90"
+    topic = f"{uri.split('/')[-1].split('?')[0]}.s"
+    first = Capture(uri, "s", 0, 1, schema=SCHEMA)
+    for t in range(20):
+        first.send(t, rows(t))
+        first.advance_to(t + 1)
+    first.abort()  # the job crashed: the part is not finished
+    leader = leader_of(bs, topic)
+    kafka_cluster3.kill(leader)
+    try:
+        if opens == "writer":
+            with Capture(uri, "s", 0, 1) as cap:  # opened at once, before a new leader is elected
+                assert list(cap.frontier) == [20]
+                for t in range(20, 30):
+                    cap.send(t, rows(t))
+                    cap.advance_to(t + 1)
+            assert replay_times(uri) == {t: [(t, i) for i in range(3)] for t in range(30)}
+        else:
+            with Replayer(uri, "s") as r:  # opened at once; reads what is there (the part is not finished)
+                got = {t: sorted((x["t"], x["i"]) for x in table.to_pylist()) for t, table in r.completed()}
+                assert list(r.frontier) == [20]
+            assert got == {t: [(t, i) for i in range(3)] for t in range(20)}
+    finally:
+        kafka_cluster3.restart(leader)
