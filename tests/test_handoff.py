@@ -82,3 +82,18 @@ def test_job_a_fails_when_a_worker_fails(tmp_path):
     a = job_a(uri)
     out, err = a.communicate(timeout=60)
     assert a.returncode == 1 and "job A failed" in err and "worker 0" in err and "HeaderMismatchError" in err, err
+
+
+def test_the_walkthrough_says_where_job_a_was_killed_and_what_was_voided_and_cleans_up(kafka_bootstrap):
+    """`make demo-handoff`'s walkthrough: job A killed once it is well under way (not at a fixed delay, which on a
+    busy machine came before its first epoch), the parts' epochs at the kill and what the restart voided said,
+    job B's summary checked, and its temporary folder removed."""
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "handoff" / "walkthrough.py"), "--bootstrap", kafka_bootstrap],
+                          capture_output=True, text=True, timeout=600, env=env())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    killed = next(line for line in proc.stdout.splitlines() if "SIGKILLed mid-way" in line)
+    epochs = [int(x) for x in killed.split("epochs [", 1)[1].split("]", 1)[0].split(",")]
+    assert len(epochs) == 4 and max(epochs) >= 10 and min(epochs) < 30
+    assert "job A's restart voided" in proc.stdout and "each epoch once and whole" in proc.stdout
+    summary = next(line for line in proc.stdout.splitlines() if line.startswith("job B follows, writing "))
+    assert not os.path.exists(os.path.dirname(summary.rsplit(" ", 1)[1]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,10 +37,21 @@ def main() -> int:
     b = subprocess.Popen([sys.executable, os.path.join(HERE, "job_b.py"), "--log", uri, "--out", out,
                           "--timeout", "120"], env=env)
     a = subprocess.Popen([*job_a, "--delay", "0.1"], env=env)
-    time.sleep(2.0)
+    from eventlog import EventLogError
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and a.poll() is None:  # kill it once it is well under way
+        try:
+            if max(_part_frontiers(uri)) >= EPOCHS // 3:
+                break
+        except EventLogError:  # the stream is not created yet
+            pass
+        time.sleep(0.2)
     a.send_signal(signal.SIGKILL)
     a.wait()
-    print("job A: SIGKILLed mid-way; starting it again", flush=True)
+    frontiers = _part_frontiers(uri)
+    print(f"job A: SIGKILLed mid-way, its 4 parts at epochs {frontiers} (every epoch below "
+          f"{min(frontiers)} complete); starting it again", flush=True)
     if subprocess.run([*job_a, "--delay", "0.02"], env=env).returncode != 0:
         print("job A failed", file=sys.stderr)
         b.kill()
@@ -47,6 +59,11 @@ def main() -> int:
     if b.wait(180) != 0:
         print("job B failed", file=sys.stderr)
         return 1
+    voided = _voided(uri)
+    print(f"job A's restart voided {voided} message event(s) the killed run had committed at epochs it had not "
+          f"finished (readers skip them: FORMAT.md §1.1)" if voided else
+          "job A's restart voided nothing: the killed run's open transaction was aborted by Kafka, and everything "
+          "it had committed lay at epochs its parts had finished", flush=True)
     rows = [line.split() for line in open(out)]
     keys = [(r[0], r[1]) for r in rows]
     per_epoch: dict[str, int] = {}
@@ -58,7 +75,28 @@ def main() -> int:
           + ("each epoch once and whole" if ok else "WRONG"), flush=True)
     for r in sorted(rows, key=lambda r: (int(r[1]), int(r[0])))[:6]:
         print("  worker {} epoch {:>2}: {} records, sum {}".format(*r))
+    shutil.rmtree(os.path.dirname(out), ignore_errors=True)
     return 0 if ok else 1
+
+
+def _part_frontiers(uri: str) -> list[int]:
+    """Each part's frontier (its next epoch) as the log holds it now (the committed view)."""
+    from replay import Replayer
+
+    with Replayer(uri, "readings") as r:
+        for _ in r:
+            pass
+        return [int(f.elements[0]) if f.elements else EPOCHS for _, f in sorted(r.part_frontiers().items())]
+
+
+def _voided(uri: str) -> int:
+    """How many message events the committed read of the whole stream skipped as void."""
+    from replay import Replayer
+
+    with Replayer(uri, "readings") as r:
+        for _ in r:
+            pass
+        return r.voided
 
 
 if __name__ == "__main__":
