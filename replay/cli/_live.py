@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ._output import row_cells
+from ._output import day_of, fit_widths, row_cells, ts_label
 
 MAX_WIDTH = 60
 """No column is wider than this (before shrinking to the terminal's width)."""
@@ -63,6 +63,9 @@ class LiveTail:
         self._guess = [max(len(label), base.get(key) or _type_width(types.get(key, pa.string())))
                        for key, label in columns]
         self._widths: list[int] | None = None
+        self._day: str | None = None
+        """The UTC day of the first row's write time: write times on it show as times of day."""
+        self._first = True
         self._rows: collections.deque[list[Text]] = collections.deque(maxlen=1000)
         self._new = 0
         self._parts = self._finished = 0
@@ -76,7 +79,10 @@ class LiveTail:
     # -- RowWriter --
 
     def write(self, row: dict[str, Any]) -> None:
-        self._rows.append(row_cells(self._columns, row))
+        if self._first:
+            self._first = False
+            self._day = day_of(row)
+        self._rows.append(row_cells(self._columns, row, self._day))
         self._new += 1
 
     def flush(self) -> None:
@@ -110,13 +116,12 @@ class LiveTail:
         return self._widths
 
     def _fix_widths(self) -> list[int]:
-        widths = [min(MAX_WIDTH, max(g, *(r[i].cell_len for r in self._rows))) if self._rows else g
-                  for i, g in enumerate(self._guess)]
-        room = self._console.width - (len(widths) - 1)  # one space between columns
-        while sum(widths) > room and max(widths) > 4:  # shrink the widest column first
-            i = widths.index(max(widths))
-            widths[i] -= 1
-        return widths
+        labels = ts_label(self._columns, self._day)
+        guess = [13 if k == "ts" and self._day else g for (k, _), g in zip(self._columns, self._guess)]
+        widths = [min(MAX_WIDTH, max(g, len(label), *(r[i].cell_len for r in self._rows))) if self._rows
+                  else max(g, len(label)) for i, (g, (_, label)) in enumerate(zip(guess, labels))]
+        # one space between columns; record fields are cut first, the write time last, part/seq/kind/time never
+        return fit_widths([k for k, _ in self._columns], widths, self._console.width, 1)
 
     def window(self) -> int:
         """How many rows fit below the header and above the status line."""
@@ -126,7 +131,7 @@ class LiveTail:
         widths = self._widths or self._guess
         table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold", show_edge=False,
                       expand=False)
-        for (_, label), w in zip(self._columns, widths):
+        for (_, label), w in zip(ts_label(self._columns, self._day), widths):
             table.add_column(label, width=w, min_width=w, max_width=w, overflow="ellipsis", no_wrap=True)
         n = self.window()
         rows = list(self._rows)[-n:]

@@ -20,6 +20,15 @@ FORMATS = ("table", "json", "jsonl", "csv")
 """The output formats of ``cat``/``tail``; the default is ``table`` on a terminal, ``jsonl`` otherwise."""
 
 
+def terminal_width() -> int | None:
+    """The width of the terminal stdout is, None when stdout is not a terminal (``$COLUMNS`` first, as rich)."""
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
+
+
 def default_format() -> str:
     """``table`` when stdout is a terminal, ``jsonl`` when it is piped or redirected."""
     return "table" if sys.stdout.isatty() else "jsonl"
@@ -107,33 +116,77 @@ def _lookup(row: dict[str, Any], key: str) -> Any:
     return row.get(key, _ABSENT)
 
 
-def row_cells(columns: list[tuple[str, str]], row: dict[str, Any]) -> list[Text]:
+def row_cells(columns: list[tuple[str, str]], row: dict[str, Any], day: str | None = None) -> list[Text]:
     """The table cells of ``row`` for ``columns`` (key, label), Progress rows in cyan: the terminal table and
-    the live view of ``tail -f`` draw rows alike."""
-    cells = [_Table._cell(k, _lookup(row, k)) for k, _ in columns]
+    the live view of ``tail -f`` draw rows alike. A write time on ``day`` (``YYYY-MM-DD``) shows as its time of
+    day (``08:20:30.673Z``); the column's label says the day (:func:`ts_label`)."""
+    cells = [_Table._cell(k, _lookup(row, k), day) for k, _ in columns]
     if row.get("kind") == "progress":
         for c in cells:
             c.stylize("cyan")
     return cells
 
 
+def day_of(row: dict[str, Any]) -> str | None:
+    """The UTC day (``YYYY-MM-DD``) of ``row``'s write time, None without one."""
+    ts = row.get("ts")
+    return ts[:10] if isinstance(ts, str) and len(ts) > 11 and ts[10] == "T" else None
+
+
+def ts_label(columns: list[tuple[str, str]], day: str | None) -> list[tuple[str, str]]:
+    """``columns`` with the write time's label naming ``day`` (its cells then show times of day)."""
+    return [(k, f"{label} {day}" if k == "ts" and day else label) for k, label in columns]
+
+
+KEEP_WHOLE = ("part", "seq", "kind", "time")
+"""Columns a table never cuts to fit the terminal: they say where a row came from."""
+
+MIN_CUT = 8
+"""Cut columns keep at least this many cells (an ellipsis included) before key columns are touched."""
+
+
+def fit_widths(keys: list[str], widths: list[int], room: int, gap: int) -> list[int]:
+    """Column widths that fit ``room`` cells with ``gap`` cells between columns: the widest cuttable column (a
+    record field, updates, frontier) loses a cell at a time down to ``MIN_CUT``, then the write time down to
+    its time of day (13); the key columns (``KEEP_WHOLE``) are never cut. What still does not fit overflows."""
+    widths = list(widths)
+    room -= gap * (len(widths) - 1)
+    order = [[i for i, k in enumerate(keys) if k not in KEEP_WHOLE and k != "ts"],
+             [i for i, k in enumerate(keys) if k == "ts"]]
+    floors = {i: (13 if keys[i] == "ts" else MIN_CUT) for group in order for i in group}
+    for group in order:
+        while sum(widths) > room:
+            candidates = [i for i in group if widths[i] > floors[i]]
+            if not candidates:
+                break
+            i = max(candidates, key=lambda j: widths[j])
+            widths[i] -= 1
+    return widths
+
+
 class _Table:
     """Rich tables of at most ``chunk`` rows; the header is printed once and column widths only grow, so
     consecutive chunks line up."""
 
-    def __init__(self, columns: list[tuple[str, str]], chunk: int = 200) -> None:
+    def __init__(self, columns: list[tuple[str, str]], chunk: int = 200, width: int | None = None) -> None:
         self._columns = columns
         self._rows: list[list[Text]] = []
         self._widths = [len(label) for _, label in columns]
         self._chunk = chunk
-        self._header_done = False
+        self._width = width
+        """The terminal's width (columns are cut to fit it), None when not writing to a terminal."""
+        self._day: str | None = None
+        self._shown: list[int] | None = None
+        """The columns the last chunk showed (those with a value in some row): a new set prints the header again."""
 
     @staticmethod
-    def _cell(key: str, v: Any) -> Text:
+    def _cell(key: str, v: Any, day: str | None = None) -> Text:
         if v is _ABSENT:
             return Text("")
         if v is None:
             return Text("null", style="dim")
+        if key == "ts" and day and isinstance(v, str) and v.startswith(day + "T"):
+            return Text(v[11:])
         if isinstance(v, str):
             return Text(v)
         if key == "updates":  # [[time, delta], …] as "time:+delta …"
@@ -141,23 +194,31 @@ class _Table:
         return Text(_compact(v))
 
     def write(self, row: dict[str, Any]) -> None:
-        self._rows.append(row_cells(self._columns, row))
+        if self._day is None and self._shown is None:
+            self._day = day_of(row)
+        self._rows.append(row_cells(self._columns, row, self._day))
         if len(self._rows) >= self._chunk:
             self.flush()
 
     def flush(self) -> None:
         if not self._rows:
             return
-        for i in range(len(self._columns)):
-            self._widths[i] = min(60, max(self._widths[i], *(r[i].cell_len for r in self._rows)))
-        table = Table(show_header=not self._header_done, box=None, pad_edge=False, header_style="bold")
-        for (_, label), width in zip(self._columns, self._widths):
-            table.add_column(label, min_width=width, max_width=60, overflow="ellipsis", no_wrap=True)
+        labels = ts_label(self._columns, self._day)
+        for i, (_, label) in enumerate(labels):
+            self._widths[i] = min(60, max(self._widths[i], len(label), *(r[i].cell_len for r in self._rows)))
+        # columns empty in every row of the chunk (updates and frontier among Messages, fields among Progress)
+        shown = [i for i in range(len(self._columns)) if any(r[i].cell_len for r in self._rows)]
+        widths = [self._widths[i] for i in shown]
+        if self._width is not None:
+            widths = fit_widths([self._columns[i][0] for i in shown], widths, self._width, 2)
+        table = Table(show_header=shown != self._shown, box=None, pad_edge=False, header_style="bold")
+        for i, width in zip(shown, widths):
+            table.add_column(labels[i][1], width=width, overflow="ellipsis", no_wrap=True)
         for r in self._rows:
-            table.add_row(*r)
+            table.add_row(*(r[i] for i in shown))
         print_rich(table)
         self._rows.clear()
-        self._header_done = True
+        self._shown = shown
 
     def close(self) -> None:
         self.flush()
@@ -174,5 +235,5 @@ def row_writer(fmt: str, columns: list[tuple[str, str]]) -> RowWriter:
     if fmt == "csv":
         return _Csv(out, columns)
     if fmt == "table":
-        return _Table(columns)
+        return _Table(columns, width=terminal_width())
     raise ValueError(f"unknown format {fmt!r}: expected one of {FORMATS}")
