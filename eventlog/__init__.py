@@ -7,6 +7,7 @@ from .antichain import Antichain, MutableAntichain
 from .change_batch import ChangeBatch
 from .errors import (
     ClusterUnavailableError,
+    ConditionalWritesError,
     CorruptLogError,
     DeliveryError,
     EventLogError,
@@ -35,7 +36,7 @@ from .time import INT64, Time, TimeType
 __version__ = "0.1.0"
 
 __all__ = [
-    "Antichain", "ChangeBatch", "ClusterUnavailableError", "StorageUnavailableError", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
+    "Antichain", "ChangeBatch", "ClusterUnavailableError", "ConditionalWritesError", "StorageUnavailableError", "CorruptLogError", "DeliveryError", "Entry", "Event", "EventLogError", "FORMAT_VERSION",
     "HeaderMismatchError", "INT64", "InterleavedWritersError", "InvalidTimeError", "InvalidURIError", "LimitError", "Log", "LogLimitError",
     "LostDataError", "Messages", "MissingExtraError",
     "MutableAntichain", "PartLockedError", "PartReader", "PartStats", "PartWriter", "Progress", "ProgressError",

@@ -125,6 +125,12 @@ class StorageUnavailableError(ClusterUnavailableError, OSError):
     times out, after its client's own retries; the message names the log or object and the endpoint."""
 
 
+class ConditionalWritesError(EventLogError):
+    """The object store ignores or refuses conditional writes (``If-None-Match``/``If-Match``), so two writers
+    of one part, or two drivers of one job, could not be told apart there: eventlog refuses to write to it
+    (``EVENTLOG_S3_FENCING=off`` writes anyway, for a deployment that guarantees one writer per part)."""
+
+
 class DeliveryError(EventLogError):
     """A log did not acknowledge appended events (a Kafka delivery failure or timeout); nothing after the
     last successful sync may be assumed durable."""

@@ -3,7 +3,8 @@ scheduling: which tests pytest-xdist keeps on one worker, which run alone after 
 
 * ``schema``, ``encoding``, ``log_uri``, ``file_format_1``: logs and their settings.
 * ``kafka_bootstrap``, ``kafka_uri``, ``kafka_cluster3``: Kafka (``tests/support/kafka.py``).
-* ``s3_server``, ``s3_bucket``: a real S3-protocol server (``tests/support/s3.py``).
+* ``s3_server``, ``s3_bucket``: a real S3-protocol server (``tests/support/s3.py``); ``s3proxy_server``: a second
+  one, S3Proxy, which ignores conditional writes (its tests are marked ``s3proxy``).
 * ``spark_cluster``, ``cluster_spark``: a Spark standalone cluster and a session on it
   (``tests/support/spark_cluster.py``).
 * ``kcat``, ``avrocat``: Debian's command-line readers, installed when missing.
@@ -58,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
     ``_XDIST_GROUPS`` on one worker, in order: they share a three-broker Kafka cluster on fixed ports, a Spark
     standalone cluster, or the README's files."""
     for item in items:
+        if "s3proxy_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.s3proxy)
         if item.path.name in _SERIAL:
             item.add_marker(pytest.mark.serial)
         group = _XDIST_GROUPS.get(item.path.name)
@@ -66,9 +69,11 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
-    """Refuse a pytest/pytest-xdist pair whose ``--dist loadgroup`` ignores the xdist_group marks (pytest 9.2 keeps
-    node ids where xdist 3.8 no longer suffixes them): the grouped tests would run on any worker and fail
-    obscurely."""
+    """Register the ``s3proxy`` marker; refuse a pytest/pytest-xdist pair whose ``--dist loadgroup`` ignores the
+    xdist_group marks (pytest 9.2 keeps node ids where xdist 3.8 no longer suffixes them): the grouped tests would
+    run on any worker and fail obscurely."""
+    config.addinivalue_line("markers", "s3proxy: needs S3Proxy (tools/s3-server --impl s3proxy: Java 17+, and Maven "
+                                       "once to fetch its jars); given to every test using the s3proxy_server fixture")
     if hasattr(config, "workerinput") or config.getoption("dist", "no") != "loadgroup":
         return
     import xdist
@@ -200,6 +205,17 @@ def s3_server(tmp_path_factory):
 def s3_bucket(s3_server) -> str:
     """A fresh, empty bucket on the session's server: its ``s3://name`` URI."""
     return f"s3://{s3_server.new_bucket()}"
+
+
+@pytest.fixture(scope="session")
+def s3proxy_server(tmp_path_factory):
+    """One S3Proxy server for the session (``tools/s3-server --impl s3proxy``), started when a test first asks
+    for it, on its own ports (from 18900); the same interface as ``s3_server`` (``.port``, ``.endpoint``, ``.env``,
+    ``.new_bucket()``, ``.stop()``) but its settings stay out of ``os.environ``: pass ``.endpoint``/``.env``
+    explicitly (``tests.support.s3.boto3_client(server.env)`` makes a client). Without Java 17 (or, before the
+    jars are cached, Maven) it fails with the tool's one-line reason: it is never skipped silently."""
+    with running_s3_server(str(tmp_path_factory.mktemp("s3proxy-server")), impl="s3proxy") as server:
+        yield server
 
 
 # -- a Spark standalone cluster (tests/support/spark_cluster.py) ----------------------------------------------------

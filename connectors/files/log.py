@@ -44,7 +44,7 @@ from .framing import Malformed
 from .layout import HEADER_FILES, LAYOUTS, layout_for
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
-from .storage import ArrowFsStorage, LocalStorage, S3Storage, Storage
+from .storage import ArrowFsStorage, LocalStorage, S3Storage, Storage, quiet_checksums
 from .writer import FilePartWriter, Recovery
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
@@ -365,6 +365,8 @@ def open_uri(uri: str, **options: Any) -> FileLog:
     path = local_path(uri)
     if path is not None:
         return FileLog(path, uri=uri, **options)
+    if uri.lower().startswith("s3://"):
+        quiet_checksums()
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes

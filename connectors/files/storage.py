@@ -18,19 +18,21 @@ read that gives the version it read and a ``replace`` conditional on that versio
 from __future__ import annotations
 
 import errno
+import logging
 import mmap
 import os
 import shutil
 import tempfile
 import threading
 import time
+import uuid
 from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from eventlog._extras import require
-from eventlog.errors import PartLockedError
+from eventlog.errors import ConditionalWritesError, PartLockedError
 
 
 class AppendFile(Protocol):
@@ -494,6 +496,26 @@ class ArrowFsStorage(_Unversioned):
 
 _CLIENTS: dict[tuple, object] = {}
 _CLIENTS_LOCK = threading.Lock()
+_FENCING: dict[tuple[str, str], "str | None"] = {}
+"""What each (endpoint, bucket) answered to the probe of conditional writes: None when it honours them, else why
+not. Probed once per process and bucket, at the first conditional write."""
+_FENCING_LOCK = threading.Lock()
+FENCING_ENV = "EVENTLOG_S3_FENCING"
+"""``off``: write to an S3 store without probing or trusting its conditional writes (one writer per part and one
+driver per job guaranteed by the deployment); anything else, or unset: probe, and refuse a store that ignores them."""
+_UNFENCED_SAID: set[str] = set()
+CHECKSUM_SETTINGS = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+                     "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+"""The AWS SDKs' checksum settings the S3 clients use unless the environment sets them: checksums only where an
+operation requires them, as the SDKs did before 2025. S3-compatible stores (s3proxy, older MinIO and Ceph) refuse
+the default flexible checksums (``NotImplemented``, ``XAmzContentSHA256Mismatch``); AWS S3 accepts both."""
+
+
+def quiet_checksums() -> None:
+    """Put :data:`CHECKSUM_SETTINGS` into the process environment where it has none of its own, for pyarrow's S3
+    client (the AWS C++ SDK reads them when a filesystem is made; it has no option for them)."""
+    for key, value in CHECKSUM_SETTINGS.items():
+        os.environ.setdefault(key, value)
 AWS_SETTINGS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
             "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE")
 """The S3 client settings taken from the environment (by boto3 and pyarrow): a client made from them is reused
@@ -523,7 +545,11 @@ class S3Storage(ArrowFsStorage):
             boto3 = require("boto3", "s3", "writing logs to S3 (conditional writes)")
             botocore_config = require("botocore.config", "s3", "writing logs to S3 (conditional writes)")
             kwargs = self._settings()
-            kwargs["config"] = botocore_config.Config(retries={"max_attempts": 5, "mode": "standard"})
+            checksums = {"request_checksum_calculation": os.environ.get("AWS_REQUEST_CHECKSUM_CALCULATION")
+                         or CHECKSUM_SETTINGS["AWS_REQUEST_CHECKSUM_CALCULATION"],
+                         "response_checksum_validation": os.environ.get("AWS_RESPONSE_CHECKSUM_VALIDATION")
+                         or CHECKSUM_SETTINGS["AWS_RESPONSE_CHECKSUM_VALIDATION"]}
+            kwargs["config"] = botocore_config.Config(retries={"max_attempts": 5, "mode": "standard"}, **checksums)
             key = (repr(sorted((k, v) for k, v in kwargs.items() if k != "config")),
                    tuple(os.environ.get(v) for v in AWS_SETTINGS), os.getpid())
             with _CLIENTS_LOCK:  # one client per settings and process: making one costs ~50 ms
@@ -595,7 +621,64 @@ class S3Storage(ArrowFsStorage):
                               f"{e.response.get('Error', {}).get('Message', e)}") from None
         return None
 
+    def check_fencing(self, path: str) -> None:
+        """Raise ConditionalWritesError when the bucket of ``path`` does not honour conditional writes (probed at
+        the first call per process and bucket: :meth:`_probe`); nothing when ``EVENTLOG_S3_FENCING=off``."""
+        bucket = path.partition("/")[0]
+        endpoint = self._s3().meta.endpoint_url or ""
+        if os.environ.get(FENCING_ENV, "").strip().lower() == "off":
+            if bucket not in _UNFENCED_SAID:
+                _UNFENCED_SAID.add(bucket)
+                logging.getLogger("eventlog").warning(
+                    "%s=off: writing to s3://%s without fencing writers (conditional writes neither probed nor "
+                    "trusted): two writers of one part, or two drivers of one job, would overwrite each other",
+                    FENCING_ENV, bucket)
+            return
+        with _FENCING_LOCK:
+            if (endpoint, bucket) not in _FENCING:
+                _FENCING[(endpoint, bucket)] = self._probe(bucket, path)
+            why = _FENCING[(endpoint, bucket)]
+        if why is not None:
+            raise ConditionalWritesError(
+                f"the object store at {endpoint or 'AWS S3'} {why}: writers of one part (and drivers of one job) "
+                f"cannot be fenced there, so eventlog writes nothing to s3://{bucket}. Use a store that honours "
+                f"If-None-Match and If-Match (AWS S3, MinIO, Ceph RGW 19+), or, where the deployment guarantees one "
+                f"writer per part and one driver per job, set {FENCING_ENV}=off", path=f"s3://{path}")
+
+    def _probe(self, bucket: str, path: str) -> "str | None":
+        """Whether ``bucket`` honours conditional writes, tried on a scratch object: a conditional create of a
+        new key succeeds, a second one fails, an ``If-Match`` on a wrong ETag fails. None when all three hold,
+        else what the store did. The scratch object goes at the bucket's root, else (no permission there) beside
+        ``path``, and is deleted after."""
+        client = self._s3()
+        scratch = uuid.uuid4().hex
+        keys = [f".eventlog-probe/{scratch}", f"{path.partition('/')[2].rpartition('/')[0]}/.eventlog-probe-{scratch}"]
+        for i, key in enumerate(keys):
+            probe = f"{bucket}/{key.lstrip('/')}"
+            try:
+                if self._put(probe, b"eventlog conditional-write probe 1", IfNoneMatch="*") is None:
+                    return "refuses a conditional create of a new object (If-None-Match: *)"
+                if self._put(probe, b"eventlog conditional-write probe 2", IfNoneMatch="*") is not None:
+                    return "ignores If-None-Match (a second conditional create of one object succeeded)"
+                if self._put(probe, b"eventlog conditional-write probe 3", IfMatch='"eventlog-no-such-etag"') is not None:
+                    return "ignores If-Match (a write conditional on a wrong ETag succeeded)"
+                return None
+            except OSError as e:
+                said = str(e)
+                if "NotImplemented" in said or "501" in said:
+                    return f"does not implement conditional writes ({said})"
+                if i == 0 and ("AccessDenied" in said or "403" in said):
+                    continue  # no write permission at the bucket's root: probe beside the object instead
+                raise
+            finally:
+                try:
+                    client.delete_object(Bucket=bucket, Key=key.lstrip("/"))
+                except Exception:  # noqa: BLE001,S110 - best effort: a scratch object left behind harms nothing
+                    pass
+        return None
+
     def create_exclusive(self, path: str, data: bytes) -> bool:
+        self.check_fencing(path)
         return self._put(path, data, IfNoneMatch="*") is not None
 
     def write_file(self, path: str, data: bytes, *, sync: bool = True) -> None:
@@ -622,6 +705,7 @@ class S3Storage(ArrowFsStorage):
 
     def replace(self, path: str, data: bytes, version: str | None, *, sync: bool = True) -> tuple[bool, str | None]:
         """A ``PutObject`` with ``If-Match: version`` (``If-None-Match: *`` for None)."""
+        self.check_fencing(path)
         resp = self._put(path, data, **({"IfMatch": version} if version is not None else {"IfNoneMatch": "*"}))
         return (False, None) if resp is None else (True, resp.get("ETag"))
 

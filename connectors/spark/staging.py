@@ -56,6 +56,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from connectors.files.layout import layout_for
 from connectors.files.log import FILE_FORMAT_VERSION
+from connectors.files.storage import quiet_checksums
 from eventlog.errors import (
     ClusterUnavailableError,
     EventLogError,
@@ -140,6 +141,8 @@ def _local_path(uri: str) -> str | None:
 
 
 def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
+    if uri.lower().startswith("s3://"):
+        quiet_checksums()
     return pafs.FileSystem.from_uri(uri)
 
 

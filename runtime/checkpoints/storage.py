@@ -38,7 +38,15 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
-from connectors.files.storage import AWS_SETTINGS, LocalStorage, MemoryFile, ReadFile, S3Storage, Storage
+from connectors.files.storage import (
+    AWS_SETTINGS,
+    LocalStorage,
+    MemoryFile,
+    ReadFile,
+    S3Storage,
+    Storage,
+    quiet_checksums,
+)
 from eventlog import uri
 from eventlog.errors import InvalidURIError
 
@@ -304,6 +312,7 @@ def open_state_fs(location: str) -> tuple[StateFs, str]:
     with _lock:
         fs = _opened.get(key)
         if fs is None:
+            quiet_checksums()
             try:
                 s3, _ = pafs.FileSystem.from_uri(f"s3://{parsed.netloc}")   # resolves the bucket's region
             except (OSError, ValueError, TypeError) as e:

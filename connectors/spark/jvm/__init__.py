@@ -374,6 +374,7 @@ def _where(target: "StreamURI", log: "object", stream: str) -> "tuple[str, tuple
     if not isinstance(st, S3Storage):
         raise JvmTapUnavailable(f"the JVM tap writes file logs on S3, not {type(st).__name__}", stream=stream)
     bucket, _, prefix = log.root.strip("/").partition("/")
+    st.check_fencing(log.root.strip("/"))  # the tasks publish with conditional puts: only where the store honours them
     endpoint, region, access, secret, token = st.resolved()
     return prefix.strip("/"), (endpoint, region, bucket, access, secret, token)
 
