@@ -1,5 +1,5 @@
-"""Plain files that ``replay export`` writes for other tools: Parquet, Arrow IPC files, Avro container files
-and JSON lines. Each row is a record plus ``_time`` (int64, or list<int64> for product times), ``_part``
+"""Plain files that ``replay export`` writes for other tools: Parquet, Arrow IPC files, Avro container files,
+JSON lines and CSV. Each row is a record plus ``_time`` (int64, or list<int64> for product times), ``_part``
 (int32) and ``_seq`` (int64, the event's sequence id in its part).
 
 A sink writes to a temporary file beside ``path`` and renames it into place on ``close``, so a failed or
@@ -24,12 +24,16 @@ from eventlog.time import Time
 
 from ._values import RecordConverter
 
-EXPORT_FORMATS = ("parquet", "arrow", "avro", "jsonl")
+EXPORT_FORMATS = ("parquet", "arrow", "avro", "jsonl", "csv")
 """What ``export --to`` writes; ``arrow`` is the Arrow IPC file format (Feather v2)."""
 
 SUFFIX_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".feather": "arrow",
-                  ".ipc": "arrow", ".avro": "avro", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+                  ".ipc": "arrow", ".avro": "avro", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 """The format a file suffix implies when ``--to`` is not given."""
+
+AVRO_CODECS = ("deflate", "zstandard", "null")
+"""The block codecs of exported Avro files (avro-tools' ``-codec``): deflate is the default every Avro reader
+has; zstandard is smaller and faster where the reader has it."""
 
 META = ("_time", "_part", "_seq")
 """The columns export adds to every record."""
@@ -138,10 +142,10 @@ class _ArrowSink(_FileSink):
 
 
 class _AvroSink(_FileSink):
-    """An Avro object container file (deflate codec): the record schema the avro encoding derives from the
+    """An Avro object container file (``codec``: one of ``AVRO_CODECS``): the record schema the avro encoding derives from the
     Arrow schema (temporal types as logical types), with ``_time``, ``_part`` and ``_seq`` first."""
 
-    def __init__(self, path: str, header: StreamHeader) -> None:
+    def __init__(self, path: str, header: StreamHeader, codec: str = "deflate") -> None:
         import fastavro
 
         from eventlog.encoding.avro_types import avro_record_schema
@@ -154,7 +158,7 @@ class _AvroSink(_FileSink):
                             {"name": "_seq", "type": "long"}] + record["fields"]
         self._cast = not self._raw.equals(header.schema)
         self._file = self.file
-        self._writer = fastavro.write.Writer(self._file, fastavro.parse_schema(record), codec="deflate")
+        self._writer = fastavro.write.Writer(self._file, fastavro.parse_schema(record), codec=codec)
 
     def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
         batch = records.cast(self._raw) if self._cast else records
@@ -193,12 +197,54 @@ class _JsonLinesSink(_FileSink):
         self._file.close()
 
 
-def open_sink(fmt: str, path: str, header: StreamHeader, binary: str = "base64") -> Sink:
-    """A sink writing ``fmt`` (one of ``EXPORT_FORMATS``) to ``path``; ``binary`` applies to jsonl."""
+class _CsvSink(_FileSink):
+    """CSV with a header row: ``_time`` (a product time as ``1;2``), ``_part``, ``_seq``, then the record fields;
+    values as ``replay cat --format csv`` writes them (nested values as JSON, binary as ``binary`` says, null
+    as an empty cell)."""
+
+    def __init__(self, path: str, header: StreamHeader, binary: str) -> None:
+        import csv
+
+        super().__init__(path)
+        export_schema(header)
+        self._converter = RecordConverter(header.schema, binary)
+        self._names = header.schema.names
+        self._file = io.TextIOWrapper(self.file, encoding="utf-8", newline="")
+        self._csv = csv.writer(self._file)
+        self._csv.writerow([*META, *self._names])
+
+    @staticmethod
+    def _cell(v: Any) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (dict, list)):
+            return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+        return str(v)
+
+    def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
+        t = ";".join(str(x) for x in time) if isinstance(time, tuple) else str(time)
+        for row in self._converter.rows(records):
+            self._csv.writerow([t, part, seq, *(self._cell(row.get(n)) for n in self._names)])
+        self.rows += records.num_rows
+
+    def _finish(self) -> None:
+        self._file.close()
+
+    def _discard(self) -> None:
+        self._file.close()
+
+
+def open_sink(fmt: str, path: str, header: StreamHeader, binary: str = "base64", codec: str | None = None) -> Sink:
+    """A sink writing ``fmt`` (one of ``EXPORT_FORMATS``) to ``path``; ``binary`` applies to jsonl and csv,
+    ``codec`` (one of ``AVRO_CODECS``, default deflate) to avro."""
     if fmt in ("parquet", "arrow"):
         return _ArrowSink(path, header, fmt)
     if fmt == "avro":
-        return _AvroSink(path, header)
+        return _AvroSink(path, header, codec or "deflate")
     if fmt == "jsonl":
         return _JsonLinesSink(path, header, binary)
+    if fmt == "csv":
+        return _CsvSink(path, header, binary)
     raise ValueError(f"unknown export format {fmt!r}: expected one of {EXPORT_FORMATS}")

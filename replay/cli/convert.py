@@ -30,7 +30,7 @@ from ._common import (
     warn,
 )
 from ._scan import held_notes, merged, merged_frontier, open_cursors, part_ends, summarise_part, total_events
-from ._sinks import EXPORT_FORMATS, SUFFIX_FORMATS, open_sink
+from ._sinks import AVRO_CODECS, EXPORT_FORMATS, SUFFIX_FORMATS, open_sink
 from ._values import BINARY_ENCODINGS
 from ._wallclock import check_window, require_write_times, ts_options
 
@@ -130,27 +130,28 @@ def _counting_reads(log: Log, stream: str, advance: Callable[[int], None]) -> It
         del log.reader  # the class's method again
 
 
-@click.command("export", short_help="Write records to Parquet, Arrow, Avro or JSON lines.")
+@click.command("export", short_help="Write records to Parquet, Arrow, Avro, JSON lines or CSV.")
 @click.argument("uri")
 @click.argument("stream")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS),
-              help="File format (default: from PATH's suffix: .parquet, .arrow/.feather, .avro, .jsonl).")
+              help="File format (default: from PATH's suffix: .parquet, .arrow/.feather, .avro, .jsonl, .csv).")
+@click.option("--codec", type=click.Choice(AVRO_CODECS), help="Block codec of an Avro file (default deflate).")
 @click.option("--incomplete", is_flag=True, help="Also export times that are not complete yet, with every record "
               "read (implies --uncommitted: records a writer may still replace after a crash).")
 @click.option("--since", type=TIME, help="Only times t with SINCE <= t.")
 @click.option("--until", type=TIME, help="Only times t that are not >= UNTIL.")
 @ts_options
 @click.option("--bytes", "binary", type=click.Choice(BINARY_ENCODINGS), default="base64", show_default=True,
-              help="How binary values are written in jsonl.")
+              help="How binary values are written in jsonl and csv.")
 @click.option("--force", is_flag=True, help="Overwrite PATH if it is an existing regular file (never a device, fifo, "
               "directory or a symbolic link to one).")
 @uncommitted_option
-def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, since: Any, until: Any,
-           since_ts: int | None, until_ts: int | None, binary: str, force: bool, isolation: str) -> None:
+def export(uri: str, stream: str, path: str, fmt: str | None, codec: str | None, incomplete: bool, since: Any,
+           until: Any, since_ts: int | None, until_ts: int | None, binary: str, force: bool, isolation: str) -> None:
     """Write the records of STREAM to PATH as a plain file other tools read: Parquet, an Arrow IPC file,
-    an Avro container file or JSON lines. Every row is a record with _time (int64, or list<int64> for
-    product times), _part and _seq (where it was captured). Only complete times are exported unless
+    an Avro container file, JSON lines or CSV. Every row is a record with _time (int64, or list<int64> for
+    product times; in CSV 1;2), _part and _seq (where it was captured). Only complete times are exported unless
     --incomplete; rows come in replay order (lowest time first). --since-ts keeps the records written since
     then; --until-ts exports the stream as it was then (complete times and committed records at that moment).
 
@@ -159,12 +160,16 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
       replay export /tmp/cap numbers numbers.parquet
       replay export /tmp/cap numbers --to jsonl out.txt --incomplete
       replay export /tmp/cap numbers last-hour.parquet --since-ts -1h
+      replay export /tmp/cap numbers numbers.avro --codec zstandard
     """
     if fmt is None:
         fmt = SUFFIX_FORMATS.get(os.path.splitext(path)[1].lower())
         if fmt is None:
             raise click.BadParameter(f"cannot tell the format from {path!r}: pass --to "
                                      f"{'|'.join(EXPORT_FORMATS)}", param_hint="'--to'")
+    if codec is not None and fmt != "avro":
+        raise click.BadParameter(f"--codec is the block codec of Avro files; {fmt} files have none here",
+                                 param_hint="'--codec'")
     check_output_file(path, "PATH", force=force)
     check_window(since_ts, until_ts)
     log = open_uri(uri)
@@ -185,7 +190,7 @@ def export(uri: str, stream: str, path: str, fmt: str | None, incomplete: bool, 
     finally:
         for c in cursors:
             c.close()
-    sink = open_sink(fmt, path, header, binary)
+    sink = open_sink(fmt, path, header, binary, codec)
     cursors = open_cursors(log, header, parts, ends=ends, isolation="uncommitted" if incomplete else isolation,
                            since_ts=since_ts, until_ts=until_ts)
     times: set = set()
