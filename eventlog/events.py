@@ -37,6 +37,17 @@ class Messages:
     def __repr__(self) -> str:
         return f"Messages(time={self.time!r}, rows={self.records.num_rows})"
 
+    _SHOWN = 5
+    """How many records ``str`` shows."""
+
+    def __str__(self) -> str:
+        """The time and the records as a reader expects to see them (the first few, as dicts)."""
+        n = self.records.num_rows
+        rows = self.records.slice(0, self._SHOWN).to_pylist()
+        more = f", … {n - self._SHOWN} more" if n > self._SHOWN else ""
+        return f"Messages(time={self.time!r}, {n} record{'' if n == 1 else 's'}: " \
+               f"{', '.join(repr(r) for r in rows)}{more})"
+
 
 Event = Union[Progress, Messages]
 """Either event."""

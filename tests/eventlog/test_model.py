@@ -88,3 +88,18 @@ def test_errors_keep_their_location_when_pickled():
     e2 = pickle.loads(pickle.dumps(e))
     assert type(e2) is CorruptLogError and str(e2) == str(e)
     assert (e2.stream, e2.part, e2.seq, e2.offset, e2.path) == ("s", 2, 7, 40, "/x")
+
+
+def test_a_messages_event_prints_its_records_and_keeps_a_short_repr():
+    """``print(entry.event)`` shows what a reader wants to see (the README's Quickstart printed
+    ``Messages(time=0, rows=1)``); ``repr`` stays one short line for lists of events."""
+    import pyarrow as pa
+
+    from eventlog.events import Messages
+
+    batch = pa.RecordBatch.from_pylist([{"word": "spark", "count": i} for i in range(7)])
+    assert str(Messages(0, batch.slice(0, 1))) == "Messages(time=0, 1 record: {'word': 'spark', 'count': 0})"
+    many = str(Messages((1, 2), batch))
+    assert many.startswith("Messages(time=(1, 2), 7 records: {'word': 'spark', 'count': 0}, ")
+    assert many.endswith("{'word': 'spark', 'count': 4}, … 2 more)")
+    assert repr(Messages(0, batch)) == "Messages(time=0, rows=7)"
