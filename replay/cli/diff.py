@@ -29,7 +29,7 @@ from eventlog.time import Time
 from replay.replayer import Replayer
 
 from ._common import EXIT_DIFFERENT, frontier_text, open_uri, progress, stream_header, time_text
-from ._scan import total_events
+from ._scan import open_cursors, total_events
 from ._values import RecordConverter
 
 _CHUNK_ROWS = 64 * 1024
@@ -188,17 +188,34 @@ def _compare(a: _Side, b: _Side, multisets: _Multisets) -> set[Time]:
     return differing
 
 
-def _records_at(log: Log, stream: str, t: Time, converter: RecordConverter) -> collections.Counter:
-    """The records at time ``t`` (as JSON text, counted), read until ``t`` is complete."""
+def _records_at(log: Log, stream: str, t: Time, converter: RecordConverter,
+                where: dict[str, list[tuple[int, int]]]) -> collections.Counter:
+    """The records at time ``t`` (as JSON text, counted), each part read (committed) until ``t`` is complete in
+    it; ``where`` gets the (part, seq) of every record, by its text."""
     rows: collections.Counter = collections.Counter()
-    with Replayer(log, stream, 0, 1, since=t) as r:
-        for ev in r:
-            if isinstance(ev, Messages):
-                if ev.time == t:
-                    rows.update(_row_key(row) for row in converter.rows(ev.records))
-            elif r.is_complete(t):
-                break
+    header = log.header(stream)
+    for cursor in open_cursors(log, header, range(header.peers)):
+        try:
+            for entry in cursor.read():
+                ev = entry.event
+                if isinstance(ev, Messages) and ev.time == t:
+                    for row in converter.rows(ev.records):
+                        key = _row_key(row)
+                        rows[key] += 1
+                        where[key].append((cursor.part, entry.seq))
+                elif not cursor.frontier.less_equal(t):
+                    break  # t is complete in this part: no record at t follows
+        finally:
+            cursor.close()
     return rows
+
+
+def _places(places: list[tuple[int, int]]) -> str:
+    """The events a record was read from on its side (``part 1 seq 7``; up to three, then how many more): any
+    copy of it may be the one the other side lacks."""
+    distinct = list(dict.fromkeys(places))
+    text = ", ".join(f"part {p} seq {s}" for p, s in distinct[:3])
+    return text + (f", … {len(distinct) - 3} more" if len(distinct) > 3 else "")
 
 
 def _schema_problems(ha: StreamHeader, hb: StreamHeader) -> list[str]:
@@ -275,8 +292,10 @@ def diff(uri_a: str, uri_b: str, stream: str, stream_b: str | None, completed_on
 
 def _report_time(t: Time, log_a: Log, a: _Side, log_b: Log, b: _Side, converter: RecordConverter,
                  sample: int) -> None:
-    rows_a = _records_at(log_a, a.stream, t, converter)
-    rows_b = _records_at(log_b, b.stream, t, converter)
+    where: dict[str, dict[str, list[tuple[int, int]]]] = {"A": collections.defaultdict(list),
+                                                            "B": collections.defaultdict(list)}
+    rows_a = _records_at(log_a, a.stream, t, converter, where["A"])
+    rows_b = _records_at(log_b, b.stream, t, converter, where["B"])
     state = {s.label: "complete" if s.complete(t) else "not complete" for s in (a, b)}
     click.echo(f"time {time_text(t)}: A has {sum(rows_a.values())} records ({state['A']}), "
                f"B has {sum(rows_b.values())} records ({state['B']})")
@@ -289,7 +308,8 @@ def _report_time(t: Time, log_a: Log, a: _Side, log_b: Log, b: _Side, converter:
         for key, count in only.items():
             if shown >= sample:
                 break
-            click.echo(f"    {key}" + (f"  (x{count})" if count > 1 else ""))
+            click.echo(f"    {key}" + (f"  (x{count})" if count > 1 else "")
+                       + f"  [{_places(where[label][key])}]")
             shown += 1
         if n > shown and len(only) > shown:
             click.echo(f"    … {len(only) - shown} more distinct")

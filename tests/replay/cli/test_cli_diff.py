@@ -145,3 +145,14 @@ def test_completed_leaves_out_times_open_in_either_capture(uris):
     out = replay_cli("diff", a, b, "s", expect=1).stdout
     assert "first diverging time: 1" in out and "B has 0 records (not complete)" in out
     assert replay_cli("diff", a, b, "s", "--completed").stdout.startswith("equal: 1 times, 1 records")
+
+
+def test_samples_say_which_part_and_seq_each_record_came_from(uris):
+    a, b = uris
+    put(a, {0: [rec("r"), rec("r"), rec("s")], 1: [rec("t")]})
+    put(b, {0: [rec("r"), rec("s"), rec("s")], 1: [rec("t")]}, peers=2)
+    out = replay_cli("diff", a, b, "s", expect=1).stdout
+    only_a = out.split("only in A (1):\n")[1].splitlines()[0]
+    assert only_a.endswith("  [part 0 seq 1]")  # "r" twice in A's one event, once in B
+    only_b = out.split("only in B (1):\n")[1].splitlines()[0]
+    assert only_b.endswith("[part 0 seq 1, part 1 seq 1]")  # "s" in both of B's parts
