@@ -150,6 +150,17 @@ class PartReader(abc.ABC):
         self.close()
 
 
+@dataclass(frozen=True)
+class StoredEvent:
+    """The bytes one event is stored as, for a bug report or a look with other tools: ``data`` (a file log's
+    event body — an Arrow IPC message or an Avro block — or a Kafka record's value), ``where`` as
+    :meth:`Log.locate` says it, and a Kafka record's ``headers``."""
+
+    data: bytes
+    where: dict
+    headers: tuple = ()
+
+
 class Log(abc.ABC):
     """A place where streams live (a directory, a Kafka cluster, process memory)."""
 
@@ -223,6 +234,11 @@ class Log(abc.ABC):
         """The sequence id where reading ``part`` may go on after ``error``, past the storage unit its damage is
         in (file logs: the next segment), or None where the log cannot tell (the default). A checker that
         reports damage and reads on uses it."""
+        return None
+
+    def stored(self, stream: str, part: int, seq: int) -> StoredEvent | None:
+        """The bytes event ``seq`` of ``part`` is stored as, unchecked and undecoded (they may be the damage a
+        reader reported); None when no whole event ``seq`` is stored or the log cannot tell (the default)."""
         return None
 
     def close(self) -> None:

@@ -328,6 +328,39 @@ def locate_event(st: Storage, header: StreamHeader, part_dir: str, part: int, se
     return out
 
 
+def stored_event(st: Storage, header: StreamHeader, part_dir: str, part: int, seq: int) -> "tuple[bytes, dict] | None":
+    """The bytes event ``seq`` is stored as in its segment (its body) and ``{"path", "offset"}``: the segment
+    walked from its prefix by the index entries, else by framing; None when no segment holds it whole."""
+    layout = layout_for(header.version)
+    try:
+        firsts = [s for s in layout.list_segments(st, part_dir, header.encoding) if s <= seq]
+    except OSError:
+        return None
+    if not firsts:
+        return None
+    try:
+        files = SegmentFiles(st, part_dir, firsts[-1], layout, header.encoding, stream=header.stream, part=part)
+    except OSError:
+        return None
+    try:
+        files.refresh()
+        offset = files.prefix()
+        if offset is None:
+            return None
+        for s in range(files.first_seq, seq + 1):
+            place = files.next_place(s, offset, strict=False)
+            if isinstance(place, Stop):
+                return None
+            if s == seq:
+                return files.read(place.offset, place.length), {"path": files.data_path, "offset": place.offset}
+            offset = place.end
+    except (EventLogError, OSError, Malformed):
+        return None
+    finally:
+        files.close()
+    return None
+
+
 def segment_after(st: Storage, header: StreamHeader, part_dir: str, error: EventLogError) -> int | None:
     """The first sequence id of the segment after the one ``error`` names (by its seq, else its file's name),
     None when there is none (or the part cannot be listed)."""

@@ -33,12 +33,12 @@ from eventlog.errors import (
 )
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
-from eventlog.log import PRELOAD_ENV, Log, PartStats, check_sync_mode
+from eventlog.log import PRELOAD_ENV, Log, PartStats, StoredEvent, check_sync_mode
 from eventlog.uri import local_path
 
 from . import index as ix
 from . import readahead
-from .check import check_layout, check_part, locate_event, segment_after
+from .check import check_layout, check_part, locate_event, segment_after, stored_event
 from .codec import file_codec
 from .framing import Malformed
 from .layout import HEADER_FILES, LAYOUTS, layout_for
@@ -298,6 +298,13 @@ class FileLog(Log):
         if offset is not None and out:
             out["offset"] = offset
         return out
+
+    def stored(self, stream: str, part: int, seq: int) -> StoredEvent | None:
+        """The event's body in its segment (an Arrow IPC message or an Avro block), with the segment's path and
+        the body's byte offset."""
+        header = self.header(stream)
+        found = stored_event(self._st, header, self._part_dir(header, part), part, seq)
+        return None if found is None else StoredEvent(found[0], found[1])
 
     def resume_after(self, stream: str, part: int, error: EventLogError) -> int | None:
         """The first sequence id of the segment after the one ``error`` is in."""

@@ -35,7 +35,7 @@ from eventlog.errors import (
     StreamNotFoundError,
 )
 from eventlog.header import StreamHeader, check_stream_name
-from eventlog.log import Log, PartStats, check_sync_mode
+from eventlog.log import Log, PartStats, StoredEvent, check_sync_mode
 
 from .check import check_part, record_name
 from .config import KafkaTarget, last_complaint, parse_kafka_uri
@@ -562,6 +562,23 @@ class KafkaLog(Log):
             else:
                 hi = mid
         return lo
+
+    def stored(self, stream: str, part: int, seq: int) -> StoredEvent | None:
+        """The value of the record holding ``seq`` (format 1.x: the event's payload in the record's bundle), its
+        headers and where it is (``topic[partition]@offset``)."""
+        self._check_part(self.header(stream), part)
+        topic = self.target.topic(stream)
+        offset = self.offset_for_seq(stream, part, seq)
+        for rec in scan_partition(self, self._scanner(), topic, part, offset):
+            if rec.is_header or not rec.seqs:
+                continue
+            if not rec.seqs[0] <= seq <= rec.seqs[-1]:
+                return None
+            body = rec.bodies[seq - rec.seqs[0]]
+            headers = tuple((k, bytes(v) if v is not None else None) for k, v in (rec.headers or ()))
+            return StoredEvent(bytes(body), {"record": record_name(topic, part, rec.offset), "offset": rec.offset},
+                               headers)
+        return None
 
     def _probe_ts(self, topic: str, part: int, offset: int) -> tuple[int, int] | None:
         """``(record timestamp ms, first seq)`` of the first data record at or after ``offset``."""

@@ -15,6 +15,7 @@ from ._common import EXIT_CODES_HELP, ReplayGroup
 from .cat import cat, tail
 from .convert import copy, export
 from .diff import diff
+from .dump import dump
 from .frontier import frontier
 from .import_ import import_
 from .info import info
@@ -46,7 +47,7 @@ def main(debug: bool) -> None:
     """
 
 
-for _command in (ls, info, cat, tail, stats, frontier, diff, sql, verify, copy, export, import_, run):
+for _command in (ls, info, cat, tail, stats, frontier, diff, sql, verify, copy, export, import_, run, dump):
     main.add_command(_command)
 
 __all__ = ["main"]
