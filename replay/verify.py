@@ -283,9 +283,10 @@ class _PartChecker:
             self.problem("messages", "records do not have the stream's schema", seq)
 
 
-def _resume_at(log: Log, stream: str, part: int, e: EventLogError, expected: int, tried: set[int]) -> int | None:
-    """Where to continue reading after error ``e``: after the damaged event, at the events after a gap, else where
-    the log says its next storage unit starts; None to give up on the part."""
+def resume_at(log: Log, stream: str, part: int, e: EventLogError, expected: int, tried: set[int]) -> int | None:
+    """Where to continue reading a part after error ``e`` (met while expecting seq ``expected``): after the damaged
+    event, at the events after a gap, else where the log says its next storage unit starts; None to give up on
+    the part. ``tried`` (updated) holds the places already resumed at, so no place is tried twice."""
     candidates = []
     if isinstance(e, CorruptLogError) and e.seq is not None:
         candidates.append(e.seq + 1)
@@ -359,7 +360,7 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Advance | No
             err = e if isinstance(e, EventLogError) else _unexpected_error(log, header, part, expected, e)
             _add(report.problems, problem_of(err, stream, part))
             track = False  # events were skipped: the frontier is unknown from here
-            resume = _resume_at(log, stream, part, err, expected, tried)
+            resume = resume_at(log, stream, part, err, expected, tried)
             if resume is None:
                 break
             start = expected = resume
