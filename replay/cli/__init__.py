@@ -17,10 +17,13 @@ from .convert import copy, export
 from .diff import diff
 from .dump import dump
 from .frontier import frontier
+from .gen import gen
 from .import_ import import_
 from .info import info
 from .ls import ls
+from .produce import produce
 from .run import run
+from .seek import seek
 from .sql import sql
 from .stats import stats
 from .verify import verify
@@ -47,7 +50,8 @@ def main(debug: bool) -> None:
     """
 
 
-for _command in (ls, info, cat, tail, stats, frontier, diff, sql, verify, copy, export, import_, run, dump):
+for _command in (ls, info, cat, tail, stats, frontier, diff, sql, verify, copy, export, import_, run, dump, seek,
+                 produce, gen):
     main.add_command(_command)
 
 __all__ = ["main"]
