@@ -11,12 +11,17 @@ from capture import Capture
 from runtime import Job
 from tests.support.pipelines import idle_part_events
 
-IDLE = 3.0
+IDLE = 60.0
+"""How long the idle part stays idle at most: it ends as soon as the sink has every window (the ``until`` file),
+so windows that fire on its frontier arrive while it is idle however slow the machine; windows that waited for
+it to finish would arrive after this."""
+WINDOWS = 18  # 6 windows of 10 times x 3 words
 
 
-def _job(name: str, sink, marker: str) -> Job:
+def _job(name: str, sink, marker: str, until: str) -> Job:
     job = Job(name)
-    src = job.from_generator(idle_part_events(data_items=60, item_delay=0.005, idle_seconds=IDLE, marker=marker),
+    src = job.from_generator(idle_part_events(data_items=60, item_delay=0.005, idle_seconds=IDLE, marker=marker,
+                                              until=until),
                              parts=2, parallelism=2, name="source")
     src.key_by("word").window(10).count(parallelism=1, name="count").sink(sink, name="out")
     return job
@@ -39,13 +44,18 @@ def _check(result, deliveries: list[tuple[float, int, str, int]], marker) -> Non
 def test_idle_source_part_does_not_stall_windows(tmp_path):
     deliveries: list = []
 
+    until = tmp_path / "all_windows"
+
     def sink(t: int, table: pa.Table) -> None:
         now = time.time()
         deliveries.extend((now, r["window_start"], r["word"], r["count"]) for r in table.to_pylist())
+        if len(deliveries) >= WINDOWS:
+            until.touch()
 
     marker = tmp_path / "idle_end"
-    result = _job("idle", sink, str(marker)).run(channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"),
-                                                 checkpoint_interval=0.05, timeout=60)
+    result = _job("idle", sink, str(marker), str(until)).run(channels=str(tmp_path / "ch"),
+                                                             checkpoints=str(tmp_path / "ck"),
+                                                             checkpoint_interval=0.05, timeout=180)
     _check(result, deliveries, marker)
 
 
@@ -76,16 +86,20 @@ def test_progress_only_log_part_moves_frontier(tmp_path):
 def test_idle_source_part_on_spark(tmp_path, runtime_spark):
     stamps = tmp_path / "deliveries"
 
+    until = tmp_path / "all_windows"
+
     def sink(t: int, table: pa.Table) -> None:   # in a Spark worker: append to a file
         now = time.time()
         with open(stamps, "a") as f:
             for r in table.to_pylist():
                 f.write(f"{now} {r['window_start']} {r['word']} {r['count']}\n")
+        if len(stamps.read_text().splitlines()) >= WINDOWS:
+            until.touch()
 
     marker = tmp_path / "idle_end"
-    result = _job("idle_spark", sink, str(marker)).run(runtime_spark, channels=str(tmp_path / "ch"),
-                                                       checkpoints=str(tmp_path / "ck"), checkpoint_interval=0.1,
-                                                       timeout=120)
+    result = _job("idle_spark", sink, str(marker), str(until)).run(
+        runtime_spark, channels=str(tmp_path / "ch"), checkpoints=str(tmp_path / "ck"), checkpoint_interval=0.1,
+        timeout=240)
     deliveries = []
     for line in stamps.read_text().splitlines():
         t, ws, w, c = line.split()

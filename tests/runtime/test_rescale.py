@@ -13,11 +13,17 @@ from tests.support.pipelines import expected_counts, read_counts, wordcount_job
 
 
 def _rescaled_run(tmp_path, spark, steps: list[int], name: str, chaining: bool = False, **kw) -> list:
+    """Each step but the last stops after 2 checkpoints: its sources hold at a point of their own (the gate file:
+    step i at i+1 parts of len(steps) of the items) so that it cannot finish first on a slow machine."""
     out = str(tmp_path / "out")
     channels, checkpoints = str(tmp_path / "ch"), str(tmp_path / "ck")
+    gate = tmp_path / "gate"
+    items = kw.get("items", 300)
     for i, p in enumerate(steps):
-        job = wordcount_job(name, out, source=min(p, 4), mapper=p, counter=p, sink=min(p, 3), sink_parts=3, **kw)
         last = i == len(steps) - 1
+        gate.write_text(str(items if last else items * (i + 1) // len(steps)))
+        job = wordcount_job(name, out, source=min(p, 4), mapper=p, counter=p, sink=min(p, 3), sink_parts=3,
+                            gate=str(gate), **kw)
         result = job.run(spark, channels=channels, checkpoints=checkpoints, checkpoint_interval=0.05,
                          stop_after_checkpoints=None if last else 2, timeout=180, chaining=chaining and i == 1)
         assert result.status == ("finished" if last else "stopped")

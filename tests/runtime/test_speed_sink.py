@@ -177,8 +177,12 @@ def _read(out: str) -> list[tuple]:
 
 
 def test_exactly_once_calls_with_random_failures_in_process(tmp_path):
+    """Twelve faults, one per attempt. The sources are paced (1 ms an item) and long enough (8,000 items) that
+    every attempt's fault point comes before the end however slow the machine: a fault comes within 40 records
+    or 3 checkpoints of an attempt's start (at most ~300 items), so the job cannot finish with faults left
+    unfired (with 400 items, a loaded machine finished after 6)."""
     out = str(tmp_path / "calls.jsonl")
-    job = _job("sinkfaults", out, 400, delay=0.001)
+    job = _job("sinkfaults", out, 2000, delay=0.001)
     tasks = {n: node.parallelism for n, node in job.nodes.items()}
     faults = FaultPlan.random(12, 3, tasks, max_after={"source": 40, "count": 8, "out": 3},
                               points=("record", "commit", "commit", "barrier"), sinks=["out"])
@@ -186,7 +190,7 @@ def test_exactly_once_calls_with_random_failures_in_process(tmp_path):
                      faults=faults, timeout=150, restart_backoff=RestartBackoff(initial=0.005, maximum=0.05))
     assert result.status == "finished" and result.restarts >= 8, result.failures
     assert any("at commit #" in f for f in result.failures)
-    assert _read(out) == _expected(4, 400)
+    assert _read(out) == _expected(4, 2000)
     assert set(WORDS) >= {w for w, _, _ in _read(out)}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Iterator
 
@@ -17,11 +18,23 @@ COUNT_SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64()), ("window
                           ("window_end", pa.int64())])
 
 
-def events(items: int = 300, rows: int = 4, delay: float = 0.0):
-    """A generator source function: ``items`` items per part, time ``i // 10``, ``rows`` words each."""
+def events(items: int = 300, rows: int = 4, delay: float = 0.0, gate: str | None = None):
+    """A generator source function: ``items`` items per part, time ``i // 10``, ``rows`` words each. With
+    ``gate`` (a file holding a number N), a part holds before item N, idle (yielding None), until the file says
+    more: a run meant to stop at a checkpoint cannot finish first, however fast or slow the machine."""
+
+    def held(i: int) -> bool:
+        try:
+            with open(gate) as f:  # type: ignore[arg-type]
+                return i >= int(f.read().strip() or items)
+        except (OSError, ValueError):
+            return False
 
     def gen(part: int, offset: int) -> Iterator[Any]:
         for i in range(offset, items):
+            while gate and held(i):
+                yield None
+                time.sleep(0.005)
             if delay:
                 time.sleep(delay)
             yield i // 10, [{"word": WORDS[(i * 7 + part * 3 + j) % len(WORDS)], "n": i + j} for j in range(rows)]
@@ -30,10 +43,11 @@ def events(items: int = 300, rows: int = 4, delay: float = 0.0):
 
 
 def wordcount_job(name: str, out: str, *, parts: int = 4, source: int = 2, mapper: int = 2, counter: int = 2,
-                  sink: int = 1, sink_parts: int = 3, items: int = 300, delay: float = 0.0) -> Job:
-    """source -> map -> key_by(word).window(5).count -> log sink (stream ``counts``)."""
+                  sink: int = 1, sink_parts: int = 3, items: int = 300, delay: float = 0.0,
+                  gate: str | None = None) -> Job:
+    """source -> map -> key_by(word).window(5).count -> log sink (stream ``counts``); ``gate`` as ``events``."""
     job = Job(name)
-    src = job.from_generator(events(items, delay=delay), parts=parts, parallelism=source, name="source")
+    src = job.from_generator(events(items, delay=delay, gate=gate), parts=parts, parallelism=source, name="source")
     words = src.map(lambda r: {"word": r["word"].upper(), "n": r["n"]}, parallelism=mapper, name="upper")
     counts = words.filter(lambda r: r["n"] % 5 != 0, name="keep").key_by("word").window(5).count(
         parallelism=counter, name="count")
@@ -68,10 +82,11 @@ def expected_counts(parts: int = 4, items: int = 300, rows: int = 4, window: int
 
 
 def idle_part_events(data_items: int = 60, item_delay: float = 0.01, idle_seconds: float = 3.0,
-                     marker: str | None = None):
+                     marker: str | None = None, until: str | None = None):
     """Part 0 sends data at times 0…data_items-1; part 1 sends no data: it only advances its time
-    (``Advance``) along with part 0, then stays idle (no data, no progress) for ``idle_seconds``, then
-    writes the wall-clock time it ended to the file ``marker``."""
+    (``Advance``) along with part 0, then stays idle (no data, no progress) for ``idle_seconds`` — or, with
+    ``until``, until that file exists (``idle_seconds`` at most) — then writes the wall-clock time it ended to
+    the file ``marker``."""
 
     def gen(part: int, offset: int) -> Iterator[Any]:
         if part == 0:
@@ -83,7 +98,7 @@ def idle_part_events(data_items: int = 60, item_delay: float = 0.01, idle_second
             time.sleep(item_delay)
             yield Advance(i)
         end = time.monotonic() + idle_seconds
-        while time.monotonic() < end:
+        while time.monotonic() < end and not (until and os.path.exists(until)):
             yield None
             time.sleep(0.005)
         if marker:
