@@ -202,7 +202,7 @@ class StreamHeader:
         if self.version[0] < writes[0]:
             raise UnsupportedVersionError(
                 f"stream was written with format {self.version[0]}.{self.version[1]}; this eventlog reads it but "
-                f"appends only to format {writes[0]}.x streams here (upgrade a copy with `replay copy SRC DST`)",
+                f"appends only to format {writes[0]}.x streams here (upgrade a copy with `replay copy SRC DST {self.stream}`)",
                 stream=self.stream,
             )
         if self.version > writes:

@@ -179,7 +179,8 @@ class KafkaLog(Log):
         last = last_complaint(self.target.bootstrap)
         return ClusterUnavailableError(
             f"kafka cluster {self.target.bootstrap} did not answer within {self.timeout:g} s ({what})"
-            + (f"; last: {last}" if last else "") + " — check the address, or raise eventlog.timeout")
+            + (f"; last: {last}" if last else "") + " — check the address, or give it longer (add "
+            f"?eventlog.timeout={max(60, int(self.timeout * 2))} to the log URI)")
 
     def topic_listed(self, topic: str, timeout: float | None = None) -> bool:
         """Whether the cluster's metadata lists ``topic`` (with or without an error of its own): False only for a

@@ -176,13 +176,14 @@ class KafkaPartWriter(PartWriter):
         except EventLogError as e:
             raise CorruptLogError(
                 f"the part ends with a record its readers refuse ({e.reason}): a writer does not append behind it "
-                "(a foreign or buggy producer wrote to the stream's topic; `replay verify` lists the records, a new "
-                "stream is the way on)", stream=self.stream, part=self.part, seq=e.seq, offset=e.offset) from None
+                f"(a foreign or buggy producer wrote to the stream's topic; `replay verify {self._log.uri} {self.stream}` "
+                "lists the records, a new stream is the way on)", stream=self.stream, part=self.part, seq=e.seq, offset=e.offset) from None
         if last != tail.last_seq:
             raise CorruptLogError(
                 f"the part's last record says seq {tail.last_seq} (kafka offset {tail.high - 1} or before) but its "
                 f"readers deliver up to seq {last or 'none'}: a record was written behind the part's writer (a replayed "
-                "or foreign record); a writer does not append behind it (`replay verify` lists the records)",
+                f"or foreign record); a writer does not append behind it (`replay verify {self._log.uri} {self.stream}` "
+                "lists the records)",
                 stream=self.stream, part=self.part, seq=tail.last_seq)
 
     @property

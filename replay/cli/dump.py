@@ -63,10 +63,14 @@ def dump(uri: str, stream: str, part: int, seq: int, output: str | None, raw: bo
     check_part(header, part)
     found = log.stored(stream, part, seq)
     if found is None:
+        import shlex
+
+        from eventlog.errors import EventLogError
+
         stats = log.part_stats(stream, part)
-        raise click.ClickException(
-            f"part {part} of {stream!r} stores no whole event {seq} (its events: seq {stats.first_seq} to "
-            f"{stats.next_seq - 1}; `replay verify {uri} {stream}` says what is damaged)")
+        raise EventLogError(f"no whole event {seq} is stored (its events: seq {stats.first_seq} to "
+                            f"{stats.next_seq - 1}; `{shlex.join(['replay', 'verify', uri, stream])}` says what is "
+                            "damaged)", stream=stream, part=part, seq=seq)
     place = _where(found.where)
     if as_json:
         print_json({"stream": stream, "part": part, "seq": seq, "encoding": header.encoding, **found.where,

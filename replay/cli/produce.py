@@ -404,6 +404,8 @@ def _send_time(frontier: Antichain, header: StreamHeader, time: Any) -> Any:
     if time is not None:
         return as_time(time, header, "--time")
     times = list(frontier)
+    if not times:
+        raise click.UsageError("the part is finished (its frontier is empty): nothing more can be written to it")
     if len(times) != 1:
         raise click.UsageError(f"the part's frontier {frontier_text(frontier)} is not one time: pass --time")
     return times[0]
@@ -543,8 +545,13 @@ def _report(log: Log, header: StreamHeader, part: int, rows: int, t: Any, seqs: 
             note(f"{what} kept, committed once the frontier passes {'their times' if trailing > 1 else 'its time'} "
                  "(--new-writer voids them)")
     if rows and after.less_equal(t):
+        import shlex
+
+        base = shlex.join(["replay", "produce", log.uri, header.stream, "--part", str(part), "--no-records"])
+        nxt = t + 1 if isinstance(t, int) else None
+        advance = f"{base} --advance-to {nxt}" if nxt is not None else f"{base} --advance-to T"
         note(f"the records are not committed yet: committed readers hold them until the part's frontier passes "
-             f"time {time_text(t)} (replay produce … --advance-to or --finish)")
+             f"time {time_text(t)}: {advance} (or --finish)")
 
 
 __all__ = ["RecordParser", "produce"]

@@ -92,7 +92,7 @@ def _json(value: Any) -> str:
 
 SEEK_HELP = """For each part of STREAM (or --part), the first event written at or after WHEN: its sequence id, write time,
 kind and time (as kcat -o s@MS finds a Kafka offset), and the part's frontier before it. A part that wrote
-nothing since says `end` with the sequence id its next event gets. `replay cat --part P --offset SEQ` then reads
+nothing since says `end` with the sequence id its next event gets. `replay cat URI STREAM --part P --offset SEQ` then reads
 from there.
 
 WHEN is a write time as --since-ts takes it: """ + FORMS_HELP + """; or s@MS, milliseconds since the epoch
