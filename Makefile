@@ -53,6 +53,7 @@ bench: $(STAMP)
 	$(PY) tools/bench/bench_bundle.py
 	$(PY) tools/bench/bench_file_log.py
 	$(PY) tools/bench/bench_replay.py
+	$(PY) tools/bench/bench_cli_startup.py
 	$(PY) tools/kafka-broker start --fresh --port $(KAFKA_PORT)
 	$(PY) tools/bench/bench_kafka.py --bootstrap 127.0.0.1:$(KAFKA_PORT); \
 	$(PY) tools/bench/bench_runtime.py --kafka 127.0.0.1:$(KAFKA_PORT); \

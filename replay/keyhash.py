@@ -18,7 +18,6 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 Key = Union[str, Sequence[str], Callable[[pa.RecordBatch], "pa.Array | np.ndarray"]]
 """A key: a column name, several column names, or a function from a batch to one value per row."""
@@ -54,6 +53,8 @@ def _fnv1a(arr: pa.Array) -> np.ndarray:
 
 def hash_array(arr: "pa.Array | pa.ChunkedArray | np.ndarray") -> np.ndarray:
     """``eventlog key hash v1`` of each value, as uint64."""
+    import pyarrow.compute as pc  # here, not at import: replaying in assign mode (and the CLI) needs none
+
     if isinstance(arr, np.ndarray):
         arr = pa.array(arr)
     if isinstance(arr, pa.ChunkedArray):

@@ -27,7 +27,7 @@ from . import index as ix
 from .codec import file_codec
 from .framing import Malformed
 from .layout import HEADER_FILES, LAYOUTS, LOCK_FILE, layout_for, part_number
-from .reader import RAW_DECODE_ERRORS, segment_mark
+from .reader import raw_decode_errors, segment_mark
 from .segment import DAMAGED, SegmentFiles, Stop
 from .storage import Storage
 
@@ -176,7 +176,7 @@ def _decode_problem(f: SegmentFiles, codec, decoder: list[SegmentDecoder], seq: 
         got, _ = decoder[0].decode(body)
     except CorruptLogError as e:
         return f.error(f"unindexed event does not decode: {e.reason}", **where)
-    except RAW_DECODE_ERRORS as e:
+    except raw_decode_errors() as e:
         return f.error(f"unindexed event does not decode: {type(e).__name__}: {str(e)[:200]}", **where)
     if got != seq:
         return f.error(f"unindexed event carries seq {got}", **where)

@@ -6,7 +6,11 @@ segments container files of flat rows with ``_time``, ``_seq``, ``_ts`` and ``_u
 from __future__ import annotations
 
 from eventlog.encoding import EventCodec, codec_for
+from eventlog.encoding.arrow_file import ArrowFileCodec
 from eventlog.header import StreamHeader
+
+# Arrow, the default encoding, is imported with the file log (a first replay imports nothing); the Avro codec, and
+# fastavro with it, only for an Avro stream (issue 35: `replay cat` of an Arrow stream starts without it)
 
 
 def file_codec(header: StreamHeader, *, avro_codec: str | None = None) -> EventCodec:
@@ -14,8 +18,6 @@ def file_codec(header: StreamHeader, *, avro_codec: str | None = None) -> EventC
     the schema: call it before writing anything of a new stream). ``avro_codec`` is the block codec of the 2.x
     Avro segments it creates (``deflate`` when None; every codec is read)."""
     if header.version[0] >= 2 and header.encoding == "arrow":
-        from eventlog.encoding.arrow_file import ArrowFileCodec
-
         return ArrowFileCodec(header)
     if header.version[0] >= 2 and header.encoding == "avro":
         from eventlog.encoding.avro_rows import AvroRowsCodec

@@ -12,8 +12,10 @@ id, and the index beside each segment — for each major version of the format.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .storage import Storage
+if TYPE_CHECKING:
+    from .storage import Storage
 
 LOCK_FILE = ".lock"
 OPEN_SUFFIX = ".open"

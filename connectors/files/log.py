@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import pyarrow.fs as pafs
 
-from eventlog.encoding.avro_rows import DEFAULT_AVRO_CODEC, check_avro_codec
+from eventlog.encoding.avro_codecs import DEFAULT_AVRO_CODEC, check_avro_codec  # not avro_rows: no fastavro for Arrow
 from eventlog.errors import (
     CorruptLogError,
     EventLogError,

@@ -11,9 +11,9 @@ grow, and bytes that are not a whole event yet are a torn tail or an event being
 from __future__ import annotations
 
 import struct
+import sys
 from typing import Iterator
 
-import fastavro.schema
 import pyarrow as pa
 import zstandard
 
@@ -33,11 +33,18 @@ from .readahead import BadChecksum, ReadAhead
 from .segment import Place, SegmentFiles, Stop
 from .storage import Storage
 
-RAW_DECODE_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError, KeyError, IndexError, TypeError,
-                     AttributeError, struct.error, OverflowError, RecursionError, StopIteration,
-                     zstandard.ZstdError, fastavro.schema.SchemaParseException)
-"""What pyarrow, fastavro, zstandard and the OS raise on bytes that are not an event; a file reader turns
-each into a CorruptLogError naming the place."""
+_RAW_DECODE_ERRORS: tuple[type[BaseException], ...] = (
+    pa.ArrowException, OSError, ValueError, EOFError, KeyError, IndexError, TypeError, AttributeError, struct.error,
+    OverflowError, RecursionError, StopIteration, zstandard.ZstdError)
+
+
+def raw_decode_errors() -> tuple[type[BaseException], ...]:
+    """What pyarrow, fastavro, zstandard and the OS raise on bytes that are not an event; a file reader turns
+    each into a CorruptLogError naming the place. fastavro's ``SchemaParseException`` is among them once fastavro
+    is imported: an Avro stream's codec imports it before it decodes anything, and a process that reads only
+    Arrow streams never imports fastavro (``replay cat`` starts faster)."""
+    schema = sys.modules.get("fastavro.schema")
+    return _RAW_DECODE_ERRORS if schema is None else (*_RAW_DECODE_ERRORS, schema.SchemaParseException)
 
 
 def relocate(e: CorruptLogError, **where: object) -> CorruptLogError:
@@ -378,7 +385,7 @@ class FilePartReader(PartReader):
         if cur.decoder is None:
             try:
                 cur.decoder = self._segment_decoder(cur)
-            except RAW_DECODE_ERRORS + (CorruptLogError,) as e:
+            except (*raw_decode_errors(), CorruptLogError) as e:
                 raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
         ahead = None
         if self._ahead_depth:
@@ -399,7 +406,7 @@ class FilePartReader(PartReader):
             raise f.error("event fails its checksum", seq=place.seq, offset=place.offset) from None
         except CorruptLogError as e:
             raise relocate(e, **where) from None
-        except RAW_DECODE_ERRORS as e:
+        except raw_decode_errors() as e:
             if ahead is None:
                 cur.decoder = None  # its state is unknown after an error
             raise decode_error(e, **where) from None

@@ -27,7 +27,7 @@ from . import index as ix
 from .codec import file_codec
 from .framing import ArrowFraming, Malformed
 from .layout import LOCK_FILE, layout_for
-from .reader import RAW_DECODE_ERRORS, io_error, segment_mark
+from .reader import io_error, raw_decode_errors, segment_mark
 from .segment import Place, SegmentFiles, Stop
 from .storage import AppendFile, MemoryFile, Storage
 
@@ -345,7 +345,7 @@ class FilePartWriter(PartWriter):
             if not decoder:
                 decoder.append(self._codec.segment_decoder(f.read(0, f.prefix_len or 0), part=self.part))
             return decoder[0].decode(body)
-        except (CorruptLogError, *RAW_DECODE_ERRORS):
+        except (CorruptLogError, *raw_decode_errors()):
             return None
 
     def _decode(self, f: SegmentFiles, seq: int, offset: int, body: bytes,

@@ -21,7 +21,6 @@ from typing import Mapping
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from .. import workers
@@ -354,6 +353,8 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
         if not _constant(seq_col, seq):
             raise ValueError(f"the _seq column disagrees with the event's seq {seq}")
         if isinstance(time, tuple):
+            import pyarrow.compute as pc  # product times only: reading int64 streams imports no pyarrow.compute
+
             if not _constant(pc.list_value_length(time_col), len(time)):
                 raise ValueError(f"the _time column disagrees with the event's time {list(time)}")
             values = np.asarray(time_col.flatten())
@@ -388,6 +389,8 @@ def _constant(col: pa.Array, value: int) -> bool:
     if col.type == pa.int64() and -(1 << 63) <= value < (1 << 63):  # the _seq and int64 _time columns
         values = col.to_numpy(zero_copy_only=True)  # a view: ~4 µs where min_max took ~20
         return values.size > 0 and bool((values == value).all())
+    import pyarrow.compute as pc  # other columns (product times' lengths): int64 streams need no pyarrow.compute
+
     mm = pc.min_max(col)
     return mm["min"].as_py() == value and mm["max"].as_py() == value
 

@@ -52,6 +52,7 @@ from .avro import (
     count_values,
     parse_schemas,
 )
+from .avro_codecs import AVRO_CODECS, DEFAULT_AVRO_CODEC, check_avro_codec
 from .avro_flat import row_encoder
 from .avro_scan import UpdatesWalk, _Compiler, _Counter
 from .avro_types import avro_record_schema
@@ -61,23 +62,10 @@ from .zstd_frame import bounded_decompress
 ROW_COLUMNS = ("_time", "_seq", "_ts", "_updates")
 """The fields a 2.x Avro row appends to the stream's fields."""
 
-AVRO_CODECS = ("deflate", "zstandard", "null")
-"""The Avro block codecs of 2.x segments: every one is read; a log writes its ``avro_codec`` (FileLog)."""
-
-DEFAULT_AVRO_CODEC = "deflate"
-"""The codec new 2.x Avro segments use unless the log chooses another: one every Avro reader has."""
-
 _ERRORS = (*_DECODE_ERRORS, zlib.error)
 _DEFLATE_LEVEL = 1
 """zlib's fastest level: on capture-like rows it compresses about as well as the default (6) at a sixth of the
 time, which would otherwise be a fifth of the cost of writing an event."""
-
-
-def check_avro_codec(name: str) -> str:
-    """``name`` if it is one of :data:`AVRO_CODECS`, else ValueError saying which are."""
-    if name not in AVRO_CODECS:
-        raise ValueError(f"avro_codec must be one of {', '.join(AVRO_CODECS)}, not {name!r}")
-    return name
 
 
 def _long(n: int) -> bytes:

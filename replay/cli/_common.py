@@ -13,18 +13,21 @@ import json
 import os
 import stat
 import sys
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import click
-from rich.console import Console
 
 from connectors.files.layout import HEADER_FILES, part_number
 from eventlog.antichain import Antichain
 from eventlog.errors import EventLogError, InvalidTimeError, InvalidURIError, StreamNotFoundError
-from eventlog.header import StreamHeader
-from eventlog.log import Log, open_log
 from eventlog.time import Time
 from eventlog.uri import local_path
+
+if TYPE_CHECKING:  # imported where used: `replay --version` and `--help` import no pyarrow and no rich
+    from rich.console import Console
+
+    from eventlog.header import StreamHeader
+    from eventlog.log import Log
 
 EXIT_OK = 0
 """The command did what was asked (``diff``: the captures are equal; ``verify``: no problem found)."""
@@ -54,6 +57,10 @@ Exit codes:
   141  stdout closed by its reader (e.g. `| head`)"""
 
 
+ARGS_META = "replay.args"
+"""Key of ``click.Context.meta`` (the root context's) holding the command line as typed, after ``replay``."""
+
+
 def _debug_requested(ctx: click.Context) -> bool:
     root = ctx.find_root()
     return bool(root.params.get("debug"))
@@ -71,6 +78,12 @@ class ReplayGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Commands in the order they were added (inspect, read, check, write), not alphabetically."""
         return list(self.commands)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Keep the command line as typed (``ctx.meta[ARGS_META]``): hints show it back, corrected
+        (``suggested_command``)."""
+        ctx.meta[ARGS_META] = list(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -96,7 +109,17 @@ class ReplayGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - the last resort: one line, not a traceback
             if _debug_requested(ctx):
                 raise
-            _fail(f"{type(e).__name__}: {e} (run `replay --debug …` for the traceback)", EXIT_LOG_ERROR)
+            _fail(f"{type(e).__name__}: {e} (run `{_debug_command(ctx)}` for the traceback)", EXIT_LOG_ERROR)
+
+
+def _debug_command(ctx: click.Context) -> str:
+    """The command line as typed, with ``--debug``: what shows the traceback of the error it met."""
+    args = ctx.meta.get(ARGS_META)
+    if args is None:
+        return "replay --debug COMMAND …"
+    import shlex
+
+    return shlex.join(["replay", *([] if "--debug" in args else ["--debug"]), *args])
 
 
 def _silence_stdout() -> None:
@@ -111,9 +134,106 @@ def _silence_stdout() -> None:
 # -- logs and streams ---------------------------------------------------------------------------------------
 
 
-def _command_name() -> str:
+def _reparsed(ctx: click.Context, args: list[str]) -> dict[str, Any] | None:
+    """The parameters ``ctx``'s command gets from ``args`` (its own arguments), parsed without running it; None
+    when they do not parse."""
+    try:
+        sub = ctx.command.make_context(ctx.info_name, list(args), parent=ctx.parent, resilient_parsing=True)
+    except Exception:  # noqa: BLE001 - a trial parse: any failure means "not this one"
+        return None
+    return sub.params
+
+
+def suggested_command(changes: dict[str, Any], options: Iterable[str] = ()) -> str | None:
+    """The current command line as the user typed it (``ARGS_META``; else its arguments), with the arguments
+    named in ``changes`` (click parameter names) given new values and ``options`` added: a command to paste,
+    shell-quoted. Each change goes where parsing the result gives the parameter its new value (so a stream
+    named like its log is not mistaken for it); an optional argument that was not given is inserted. None
+    outside a command."""
+    import shlex
+
     ctx = click.get_current_context(silent=True)
-    return f"replay {ctx.info_name}" if ctx is not None and ctx.info_name else "replay COMMAND"
+    if ctx is None or ctx.info_name is None or ctx.parent is None:
+        return None
+    typed = ctx.find_root().meta.get(ARGS_META)
+    if typed is not None and ctx.info_name in typed:
+        k = typed.index(ctx.info_name) + 1
+        head, rest = list(typed[:k]), list(typed[k:])
+    else:  # called without the group's parse: the arguments only
+        head = [ctx.info_name]
+        rest = [str(ctx.params[p.name]) for p in ctx.command.params
+                if isinstance(p, click.Argument) and p.name and ctx.params.get(p.name) is not None]
+    for name, value in changes.items():
+        new, old = str(value), ctx.params.get(name)
+        if old is None:
+            trials = [rest[:i] + [new] + rest[i:] for i in range(len(rest) + 1)]
+        else:
+            trials = [rest[:i] + [new] + rest[i + 1:] for i, t in enumerate(rest) if t == str(old)]
+        for trial in trials:
+            params = _reparsed(ctx, trial)
+            if params is not None and str(params.get(name)) == new:
+                rest = trial
+                break
+        else:
+            if trials:
+                rest = trials[0]
+    extra = list(options)
+    if extra:
+        cut = rest.index("--") if "--" in rest else len(rest)
+        rest = rest[:cut] + extra + rest[cut:]
+    return shlex.join(["replay", *head, *rest])
+
+
+def _takes(ctx: click.Context | None, name: str, kind: type) -> bool:
+    """Whether the current command has a parameter ``name`` of ``kind`` (``click.Argument``/``click.Option``)."""
+    return ctx is not None and any(isinstance(p, kind) and p.name == name for p in ctx.command.params)
+
+
+def _folder_of(value: Any) -> tuple[str, str, int | None] | None:
+    """``(log folder, stream, part)`` when ``value`` names a local stream's folder (part None) or a part's folder."""
+    if not isinstance(value, str):
+        return None
+    try:
+        path = local_path(value)
+    except Exception:  # noqa: BLE001 - not a URI at all: no folder
+        return None
+    if path is None or not os.path.isdir(path):
+        return None
+    norm = os.path.normpath(os.path.abspath(path))
+    parent, name = os.path.split(norm)
+    if _is_stream_folder(norm):
+        return parent, name, None
+    number = part_number(name)
+    if number is not None and _is_stream_folder(parent):
+        root, stream = os.path.split(parent)
+        return root, stream, number
+    return None
+
+
+def _log_hint(root: str, stream: str, part: int | None) -> str:
+    """What to pass instead of a stream's or part's folder (one in ``root``): the command line corrected — every
+    argument that is such a folder replaced by its log, the stream name added where the command takes one and
+    it was not given, ``--part`` where the command has it."""
+    ctx = click.get_current_context(silent=True)
+    takes_stream = _takes(ctx, "stream", click.Argument)
+    what = "pass its log and the stream name" if takes_stream else "pass its log"
+    cmd = None
+    if ctx is not None:
+        changes: dict[str, Any] = {}
+        for p in ctx.command.params:
+            if isinstance(p, click.Argument) and p.name and p.name != "stream":
+                folder = _folder_of(ctx.params.get(p.name))
+                if folder is not None:
+                    changes[p.name] = folder[0]
+        if takes_stream and ctx.params.get("stream") is None:
+            changes["stream"] = stream
+        options = (["--part", str(part)] if part is not None and _takes(ctx, "part", click.Option)
+                   and ctx.params.get("part") is None else [])
+        cmd = suggested_command(changes, options) if changes else None
+    if cmd is None:
+        cmd = f"replay {ctx.info_name if ctx is not None and ctx.info_name else 'COMMAND'} {root}" + \
+              (f" {stream}" if takes_stream or ctx is None else "")
+    return f"{what}: {cmd}"
 
 
 def _is_stream_folder(path: str) -> bool:
@@ -137,15 +257,13 @@ def not_a_log(path: str, *, must_be_log: bool = True) -> str | None:
     was expected."""
     norm = os.path.normpath(os.path.abspath(path))
     parent, name = os.path.split(norm)
-    cmd = _command_name()
     if _is_stream_folder(norm):
-        return (f"{path} is the folder of stream {name!r}, not a log; pass its log and the stream name: "
-                f"{cmd} {parent} {name}")
+        return f"{path} is the folder of stream {name!r}, not a log; {_log_hint(parent, name, None)}"
     number = part_number(name)
     if number is not None and _is_stream_folder(parent):
         root, stream = os.path.split(parent)
-        return (f"{path} is the folder of part {number} of stream {stream!r}, not a log; pass its log "
-                f"and the stream name: {cmd} {root} {stream}")
+        return (f"{path} is the folder of part {number} of stream {stream!r}, not a log; "
+                f"{_log_hint(root, stream, number)}")
     if not must_be_log:
         return None
     try:
@@ -158,11 +276,18 @@ def not_a_log(path: str, *, must_be_log: bool = True) -> str | None:
     return None
 
 
+class NoLogError(EventLogError):
+    """A local log folder that does not exist (``open_uri`` with ``must_exist``): a log error, or what
+    ``tail -f`` waits for."""
+
+
 def open_uri(uri: str, *, must_exist: bool = True, **options: Any) -> Log:
     """Open the log at ``uri`` for the CLI. A malformed URI is a usage error; a local directory that does not
     exist is a log error when ``must_exist`` (reading commands), so a typo is not shown as an empty log. A
     local path that is not a log — a file, a stream's or a part's folder, or (when ``must_exist``) a folder
     holding no stream — is a usage error naming what was expected (``not_a_log``)."""
+    from eventlog.log import open_log
+
     try:
         log = open_log(uri, **options)
     except InvalidURIError as e:
@@ -174,7 +299,7 @@ def open_uri(uri: str, *, must_exist: bool = True, **options: Any) -> Log:
         raise click.UsageError(f"{path} is not a log: a log is a folder (of stream folders), this is a "
                                f"{_file_kind(path)}")
     if must_exist and not os.path.isdir(path):
-        raise EventLogError(f"no log at {uri}: {path} is not a directory")
+        raise NoLogError(f"no log at {uri}: {path} is not a directory")
     if os.path.isdir(path):
         reason = not_a_log(path, must_be_log=must_exist)
         if reason is not None:
@@ -227,9 +352,24 @@ def stream_header(log: Log, stream: str) -> StreamHeader:
     except StreamNotFoundError:
         names = log.streams()
         hint = f"it has: {', '.join(names)}" if names else "it has no streams"
+        close = close_name(stream, names)
+        if close is not None:
+            ctx = click.get_current_context(silent=True)
+            # the command with the name corrected, where STREAM names a stream of this log alone (diff: of two)
+            cmd = (suggested_command({"stream": close}) if ctx is not None and ctx.params.get("stream") == stream
+                   and ctx.command.name != "diff" else None)
+            hint += f"; did you mean {close!r}?" + (f" {cmd}" if cmd else "")
         raise StreamNotFoundError(f"stream not found in log {log.uri}; {hint}", stream=stream) from None
     except ValueError as e:  # an invalid stream name
         raise click.BadParameter(str(e), param_hint="STREAM") from None
+
+
+def close_name(name: str, names: list[str]) -> str | None:
+    """The one of ``names`` that ``name`` is most likely a typo of, if any."""
+    import difflib
+
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def check_part(header: StreamHeader, part: int | None) -> int | None:
@@ -322,7 +462,8 @@ class OffsetParam(click.ParamType):
             self.fail(f"{value!r} is not an offset: beginning, end, N (a sequence id) or -N (the last N events)",
                       param, ctx)
         if n == 0:
-            self.fail("sequence ids start at 1; use -N for the last N events", param, ctx)
+            self.fail("sequence ids start at 1: 1 (or beginning) starts at the first event, -N at the last N "
+                      "events (-5)", param, ctx)
         return ("seq", n) if n > 0 else ("last", -n)
 
 
@@ -347,6 +488,8 @@ def start_seq(offset: tuple[str, int], first_seq: int, next_seq: int) -> int:
 def print_rich(*renderables: Any) -> None:
     """Print rich tables or text on stdout, each on lines of its own: styled to the terminal's width on a
     terminal; otherwise plain, at their natural width (not squeezed into 80 columns), without trailing spaces."""
+    from rich.console import Console
+
     out = sys.stdout
     if out.isatty():
         Console(file=out, highlight=False).print(*renderables, sep="\n")
@@ -360,6 +503,8 @@ def print_rich(*renderables: Any) -> None:
 
 def stderr_console() -> Console:
     """A console on stderr (progress bars, notes)."""
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False)
 
 

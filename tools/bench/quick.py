@@ -28,6 +28,7 @@ BENCHES: list[tuple[str, str, bool]] = [
     # (name for --only, script, needs Kafka)
     ("file_log", "bench_file_log.py", False),
     ("replay", "bench_replay.py", False),
+    ("cli_startup", "bench_cli_startup.py", False),
     ("kafka", "bench_kafka.py", True),
     ("runtime", "bench_runtime.py", True),
     ("jvm_tap", "bench_jvm_tap.py", False),
