@@ -4,6 +4,7 @@ as ``replay cat`` writes it, DuckDB's errors on one line with exit 1 (3 for I/O)
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import os
 import sys
@@ -15,7 +16,7 @@ from capture import Capture
 from eventlog import open_log
 from tests.support.cli import capture_numbers, jsonl, replay_cli
 
-sql_module = sys.modules["replay.cli.sql"]
+sql_module = importlib.import_module("replay.cli.sql")  # the CLI loads its commands lazily
 
 
 @pytest.fixture(params=["file", "memory"])
