@@ -11,6 +11,9 @@ Accepted values (``parse_when``), all meaning an instant in UTC unless they carr
   ``2026-11-25`` (its midnight); without a zone the time is **UTC**, not the local time zone;
 * ``@SECONDS`` since the epoch, as ``date -d @…``: ``@1764064800``, ``@1764064800.123`` for milliseconds
   (a value of 12 or more digits is refused: it looks like milliseconds);
+* milliseconds since the epoch, what Kafka record timestamps and kcat's ``-o s@MS`` count: ``@1764064800123ms``,
+  or a bare integer of at least ``BARE_MS_MIN`` (``1764064800123``: 12 digits or more). Other bare integers are
+  refused (is ``1764064800`` seconds or milliseconds?), except 8 digits, an ISO-8601 date (``20261125``);
 * a duration before now: ``-10m``, ``-2h``, ``-1d``, ``-1h30m``, ``-90s``, ``-500ms``, ``-1w``; and ``now``.
 """
 
@@ -31,10 +34,15 @@ _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "
 _RELATIVE = re.compile(r"-((?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+)")
 _RELATIVE_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _EPOCH = re.compile(r"@(\d+)(?:\.(\d{1,3}))?")
+_EPOCH_MS = re.compile(r"@(\d+)ms")
+BARE_MS_MIN = 10**11
+"""A bare integer WHEN is milliseconds since the epoch from here on (12 digits: 1973-03-03 and later; as seconds
+it would be after the year 5000). Smaller bare integers are refused, so that none is read in the wrong unit."""
 _EPOCH_MAX_DIGITS = 11
 """``@`` takes seconds: 11 digits reach the year 5138; a 13-digit value is milliseconds by mistake."""
 
 FORMS_HELP = ("ISO-8601 (2026-11-25T10:00:00Z, 2026-11-25; no zone = UTC), @EPOCH_SECONDS (@1764064800.5), "
+              "epoch milliseconds as Kafka and kcat's s@ count (@1764064800500ms, or bare: 1764064800500), "
               "or a duration before now (-10m, -2h, -1d, -1h30m)")
 """The accepted forms, in one line, for option help and error messages."""
 
@@ -60,16 +68,24 @@ def parse_when(text: str, now: int | None = None) -> int:
     if s.startswith("-"):
         raise ValueError(f"{text!r} is not a duration before now: a number and a unit, ms, s, m, h, d or w "
                          "(-10m, -2h, -1d, -1h30m)")
+    m = _EPOCH_MS.fullmatch(s)
+    if m:
+        return int(m.group(1))
     m = _EPOCH.fullmatch(s)
     if m:
         if len(m.group(1)) > _EPOCH_MAX_DIGITS:
+            digits = m.group(1).lstrip("0") or "0"
             raise ValueError(f"{text!r}: @ takes seconds since the epoch, and this looks like milliseconds; "
-                             f"write @{m.group(1)[:-3]}.{m.group(1)[-3:]}")
+                             f"write @{m.group(1)[:-3]}.{m.group(1)[-3:]} or @{digits}ms")
         return int(m.group(1)) * 1000 + int((m.group(2) or "0").ljust(3, "0"))
     if s.startswith("@"):
-        raise ValueError(f"{text!r} is not @SECONDS since the epoch (@1764064800, @1764064800.123)")
+        raise ValueError(f"{text!r} is not @SECONDS since the epoch (@1764064800, @1764064800.123) nor "
+                         "@MILLISECONDSms (@1764064800123ms)")
+    if s.isdigit() and int(s) >= BARE_MS_MIN:  # what Kafka timestamps and kcat's s@MS count
+        return int(s)
     if s.isdigit() and len(s) != 8:  # 20261125 is an ISO-8601 date; other bare numbers are ambiguous
-        raise ValueError(f"{text!r}: write seconds since the epoch with an @ (@{s}), or an ISO-8601 time")
+        raise ValueError(f"{text!r}: write seconds since the epoch with an @ (@{s}), milliseconds with @ and ms "
+                         f"(@{s}ms), or an ISO-8601 time")
     try:
         when = dt.datetime.fromisoformat(s)
     except ValueError:

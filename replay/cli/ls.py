@@ -186,12 +186,20 @@ def ls(uri: str, quick: bool, as_json: bool) -> None:
             _print_streams(log, listings, quick, title=f"log {log.uri}" + (" (streams without a prefix)" if found else ""))
     for x in listings:
         for p in x.torn_parts:
-            warn(f"stream {x.doc['stream']!r} part {p} ends in a torn tail (`replay verify` tells more)")
+            warn(f"stream {x.doc['stream']!r} part {p} ends in a torn tail (`{_verify_command(uri, x.doc['stream'])}` "
+                 "tells more)")
     errors = [x for x in listings if x.error is not None]
     for x in errors:
         warn(f"stream {x.doc['stream']!r} is unreadable: {x.error}")
     if errors:
         raise click.exceptions.Exit(EXIT_LOG_ERROR)
+
+
+def _verify_command(uri: str, stream: str) -> str:
+    """The command that checks ``stream`` of the log at ``uri``, shell-quoted."""
+    import shlex
+
+    return shlex.join(["replay", "verify", uri, stream])
 
 
 def _names_text(names: list[str], shown: int = 5) -> str:
