@@ -311,7 +311,12 @@ def test_the_shell_on_a_real_terminal(tmp_path):
         # Ctrl-C drops a statement being typed, and stops one running (this one would take hours)
         interrupted("select 1 +", b"...> ")
         answer = interrupted("select sum(hash(range) % 7) as s from range(1000000000000);", b"")
-        assert "replay: error: SQL: INTERRUPT Error: Interrupted!" in answer or "replay: error: interrupted" in answer
+        # the echo comes from the terminal, not the shell: on a loaded machine the Ctrl-C may arrive before the
+        # query starts (the statement is dropped silently) or while it runs (stopped, one error line); either way
+        # the hours-long query never answers and the shell is back at its prompt
+        assert "still" not in answer and "(1 row)" not in answer
+        assert ("Interrupted!" in answer or "replay: error: interrupted" in answer
+                or answer.strip().endswith("eventlog>")), answer
         assert typed("select 'still here' as s;").split() == ["s", "still", "here", "(1", "row)"]
         os.write(master, b".quit\n")
         assert proc.wait(120) == 0
