@@ -372,6 +372,18 @@ def close_name(name: str, names: list[str]) -> str | None:
     return close[0] if close else None
 
 
+def require_new_stream(log: Log, stream: str, param_hint: str, choose: str) -> None:
+    """A usage error unless ``stream`` is a valid name that does not exist in ``log`` yet (commands that create a
+    stream: ``copy``, ``gen``); ``choose`` says what to change (``another --to-stream``)."""
+    try:
+        log.header(stream)
+    except StreamNotFoundError:
+        return
+    except ValueError as e:  # an invalid stream name
+        raise click.BadParameter(str(e), param_hint=param_hint) from None
+    raise click.UsageError(f"stream {stream!r} already exists in {log.uri}; choose {choose}")
+
+
 def check_part(header: StreamHeader, part: int | None) -> int | None:
     """``part`` if it is a part of the stream (or None), else a usage error."""
     if part is not None and not 0 <= part < header.peers:

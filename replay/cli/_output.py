@@ -84,18 +84,8 @@ class _Csv:
         self._w = csv.writer(out)
         self._w.writerow([label for _, label in columns])
 
-    @staticmethod
-    def _cell(v: Any) -> str:
-        if v is None or v is _ABSENT:
-            return ""
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (dict, list)):
-            return _compact(v)
-        return str(v)
-
     def write(self, row: dict[str, Any]) -> None:
-        self._w.writerow([self._cell(_lookup(row, k)) for k in self._keys])
+        self._w.writerow([csv_cell(_lookup(row, k)) for k in self._keys])
 
     def flush(self) -> None:
         self._out.flush()
@@ -106,6 +96,18 @@ class _Csv:
 
 _ABSENT = object()
 """What ``_lookup`` returns for a key the row does not have (a blank cell, unlike a null value)."""
+
+
+def csv_cell(v: Any) -> str:
+    """A JSON value (``_values``) as a CSV cell: null and a missing value empty, booleans ``true``/``false``,
+    nested values as compact JSON (``cat --format csv`` and ``export --to csv`` alike)."""
+    if v is None or v is _ABSENT:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return _compact(v)
+    return str(v)
 
 
 def _lookup(row: dict[str, Any], key: str) -> Any:

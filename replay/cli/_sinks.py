@@ -22,6 +22,7 @@ from eventlog.errors import SchemaMismatchError
 from eventlog.header import StreamHeader
 from eventlog.time import Time
 
+from ._output import csv_cell
 from ._values import RecordConverter
 
 EXPORT_FORMATS = ("parquet", "arrow", "avro", "jsonl", "csv")
@@ -213,20 +214,10 @@ class _CsvSink(_FileSink):
         self._csv = csv.writer(self._file)
         self._csv.writerow([*META, *self._names])
 
-    @staticmethod
-    def _cell(v: Any) -> str:
-        if v is None:
-            return ""
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (dict, list)):
-            return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-        return str(v)
-
     def write(self, records: pa.RecordBatch, time: Time, part: int, seq: int) -> None:
         t = ";".join(str(x) for x in time) if isinstance(time, tuple) else str(time)
         for row in self._converter.rows(records):
-            self._csv.writerow([t, part, seq, *(self._cell(row.get(n)) for n in self._names)])
+            self._csv.writerow([t, part, seq, *(csv_cell(row.get(n)) for n in self._names)])
         self.rows += records.num_rows
 
     def _finish(self) -> None:

@@ -9,7 +9,6 @@ from typing import Any, Callable, Iterator
 
 import click
 
-from eventlog.errors import StreamNotFoundError
 from eventlog.events import Entry, Messages
 from eventlog.header import ENCODINGS
 from eventlog.log import Log, PartReader
@@ -24,6 +23,7 @@ from ._common import (
     note,
     open_uri,
     progress,
+    require_new_stream,
     stream_header,
     time_text,
     uncommitted_option,
@@ -60,13 +60,7 @@ def copy(src: str, dst: str, stream: str, workers: int | None, key: tuple[str, .
     header = stream_header(src_log, stream)
     dst_log = open_uri(dst, must_exist=False)
     name = to_stream or stream
-    try:
-        dst_log.header(name)
-        raise click.UsageError(f"stream {name!r} already exists in {dst_log.uri}; choose another --to-stream")
-    except StreamNotFoundError:
-        pass
-    except ValueError as e:  # an invalid stream name
-        raise click.BadParameter(str(e), param_hint="'--to-stream'") from None
+    require_new_stream(dst_log, name, "'--to-stream'", "another --to-stream")
     missing = [k for k in key if k not in header.schema.names]
     if missing:
         raise click.BadParameter(f"no field {missing[0]!r} in the records ({', '.join(header.schema.names)})",

@@ -13,10 +13,9 @@ import click
 import pyarrow as pa
 
 from eventlog.antichain import Antichain
-from eventlog.errors import StreamNotFoundError
 from eventlog.header import ENCODINGS
 
-from ._common import frontier_text, note, open_uri
+from ._common import frontier_text, note, open_uri, require_new_stream
 
 TYPES: dict[str, pa.DataType] = {
     "int64": pa.int64(),
@@ -155,13 +154,7 @@ def gen(uri: str, stream: str, parts: int, n_times: int, rows: int, schema_text:
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="'--schema'") from None
     log = open_uri(uri, must_exist=False)
-    try:
-        log.header(stream)
-        raise click.UsageError(f"stream {stream!r} already exists in {log.uri}; choose another name")
-    except StreamNotFoundError:
-        pass
-    except ValueError as e:  # an invalid stream name
-        raise click.BadParameter(str(e), param_hint="STREAM") from None
+    require_new_stream(log, stream, "STREAM", "another name")
     if seed is None:
         seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
