@@ -244,6 +244,7 @@ def controlling_terminal() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+@pytest.mark.serial  # stalled mid-answer twice in parallel runs (see the issue 35 note); alone it passes
 def test_the_shell_on_a_real_terminal(tmp_path):
     """``replay sql LOG`` with a terminal on stdin starts the shell; history goes to $XDG_STATE_HOME."""
     import pty
