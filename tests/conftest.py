@@ -107,17 +107,25 @@ def kafka_bootstrap() -> str:
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster3() -> KafkaCluster:
-    """A three-broker Apache Kafka cluster (KRaft, replication factor 3, ``min.insync.replicas=2``) for failure
-    tests, on ports 19292-19294 (quorum 19295-19297; $EVENTLOG_KAFKA3_PORT moves them, for parallel runs):
-    started the first time a test asks for it, stopped and deleted at the end of the session. It has ``bootstrap`` and ``kill(n)``/``restart(n)`` of node n (1..3);
-    a test that kills a node restarts it before it ends."""
+def _kafka_cluster3_session() -> KafkaCluster:
     cluster = KafkaCluster(port=int(os.environ.get("EVENTLOG_KAFKA3_PORT", "19292")), brokers=3)
     cluster.start()
     try:
         yield cluster
     finally:
         _discard(cluster)
+
+
+@pytest.fixture
+def kafka_cluster3(_kafka_cluster3_session) -> KafkaCluster:
+    """A three-broker Apache Kafka cluster (KRaft, replication factor 3, ``min.insync.replicas=2``) for failure
+    tests, on ports 19292-19294 (quorum 19295-19297; $EVENTLOG_KAFKA3_PORT moves them, for parallel runs):
+    started the first time a test asks for it, stopped and deleted at the end of the session. It has
+    ``bootstrap`` and ``kill(n)``/``restart(n)`` of node n (1..3). A test that kills a node restarts it before it
+    ends; each test starts with every node running (a node a failed test left down is started again first), so
+    one failure does not fail the tests after it."""
+    _kafka_cluster3_session.start()
+    return _kafka_cluster3_session
 
 
 def _discard(cluster: KafkaCluster) -> None:

@@ -310,6 +310,35 @@ def test_a_taken_port_is_refused_before_anything_starts(tmp_path):
         proc = _run_tool(["start", "--port", str(port), "--data", str(tmp_path / "c")], dict(os.environ))
     assert proc.returncode == 1
     assert f"port {port} of node 1 is taken" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert f"LISTEN by pid {os.getpid()} (" in proc.stderr  # who holds it, so the failure can be looked into
+
+
+def _lingering_port() -> int:
+    """A port held only by a TIME_WAIT socket, as a killed broker's connections leave its port: the listener
+    (without SO_REUSEADDR) closes an accepted connection first, and then itself."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the active close: this side ends in TIME_WAIT, bound to the port
+        client.recv(1)
+        client.close()
+    return port
+
+
+def test_a_port_a_closed_connection_still_holds_is_waited_for_then_named():
+    """After a node is killed its port can stay held for up to a minute by connections that linger; a restart
+    waits for it (saying so once) instead of failing, and names the lingering sockets when it gives up."""
+    port = _lingering_port()
+    if broker_cluster._port_free(port):
+        pytest.skip("this kernel released the TIME_WAIT socket's port at once")
+    layout = broker_cluster.Layout(port=port, nodes=1, data="/nonexistent", version="0", cluster_id="x")
+    said: list[str] = []
+    with pytest.raises(broker_cluster.ClusterError, match=f"port {port} of node 1 is taken .*TIME_WAIT by no process"):
+        broker_cluster.check_ports(layout, 1, settle=1.5, say=said.append)
+    assert len(said) == 1 and "still held (TIME_WAIT)" in said[0] and "waiting up to 2 s" in said[0]
 
 
 @pytest.mark.kafka

@@ -72,7 +72,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         started = time.monotonic()
         if to_start:
             for n in to_start:
-                bc.check_ports(layout, n)
+                bc.check_ports(layout, n, say=_say)
             libs = broker_fetch.ensure_kafka(layout.version)
             java = broker_fetch.java_binary()
             layout.save()

@@ -251,16 +251,69 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def check_ports(layout: Layout, node: int) -> None:
-    """Raise when a port ``node`` needs is taken by another process."""
+_TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2",
+               "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN",
+               "0B": "CLOSING"}
+
+
+def port_holders(port: int) -> list[tuple[str, str]]:
+    """The sockets bound to local ``port`` (Linux ``/proc/net/tcp{,6}``), as (state, owner) pairs: the owner is
+    "pid N (command)" when this user can see the process, else "?"; empty where /proc cannot tell."""
+    inodes: dict[str, str] = {}
+    found: list[tuple[str, str]] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                found.append((_TCP_STATES.get(cols[3], cols[3]), cols[9]))
+                inodes[cols[9]] = "?"
+    wanted = {f"socket:[{i}]" for i in inodes if i != "0"}
+    if wanted:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                fd_dir = f"/proc/{pid}/fd"
+                for fd in os.listdir(fd_dir):
+                    target = os.readlink(f"{fd_dir}/{fd}")
+                    if target in wanted:
+                        with open(f"/proc/{pid}/comm") as f:
+                            inodes[target[8:-1]] = f"pid {pid} ({f.read().strip()})"
+    return [(state, inodes.get(inode, "?") if inode != "0" else "no process") for state, inode in found]
+
+
+_LINGERING = {"TIME_WAIT", "FIN_WAIT1", "FIN_WAIT2", "CLOSING", "LAST_ACK"}  # states a closed socket passes through
+PORT_SETTLE_S = 120.0  # a killed node's sockets linger (TIME_WAIT is 60 s on Linux); no listener waits this long
+
+
+def check_ports(layout: Layout, node: int, settle: float = PORT_SETTLE_S,
+                say: Callable[[str], None] | None = None) -> None:
+    """Raise when a port ``node`` needs is taken by another process. A port held only by sockets that were closed
+    and linger (what a killed node's connections leave) is waited for, up to ``settle`` s, saying so once; a
+    port a live socket holds fails at once. The error names the sockets that hold it and their processes."""
+    deadline = time.monotonic() + settle
     for port in (layout.broker_port(node), layout.controller_port(node)):
-        if not _port_free(port):
-            raise ClusterError(f"port {port} of node {node} is taken by another process; choose another --port")
+        told = False
+        while not _port_free(port):
+            holders = port_holders(port)
+            live = not holders or any(state not in _LINGERING and owner != "no process" for state, owner in holders)
+            if live or time.monotonic() >= deadline:
+                held = ", ".join(sorted({f"{state} by {owner}" for state, owner in holders})) or "no socket /proc lists"
+                raise ClusterError(f"port {port} of node {node} is taken by another process ({held}); "
+                                   f"choose another --port")
+            if not told and say is not None:
+                say(f"port {port} of node {node} is still held ({', '.join(sorted({s for s, _ in holders}))}); "
+                    f"waiting up to {settle:.0f} s for it to be released")
+                told = True
+            time.sleep(0.5)
 
 
 def launch_node(layout: Layout, node: int, java: str, libs: str) -> int:
     """Start ``node``'s broker in its own session (it outlives this process) and record its pid."""
-    check_ports(layout, node)
+    check_ports(layout, node, settle=0)
     out = open(os.path.join(layout.node_dir(node), "stdout.log"), "ab")
     heap = [f"-Xmx{layout.heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError"]
     cmd = [java, *heap, *_log_opts(layout, node), "-cp", os.path.join(libs, "*"), "kafka.Kafka", layout.props(node)]
