@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 from .errors import EventLogError, InvalidURIError
 from .events import Entry, Event
 from .header import FORMAT_VERSION, StreamHeader
+from .retention import Retention
 from .uri import scheme_of
 
 SYNC_MODES = ("fsync", "flush", "none")
@@ -240,6 +241,25 @@ class Log(abc.ABC):
         """The bytes event ``seq`` of ``part`` is stored as, unchecked and undecoded (they may be the damage a
         reader reported); None when no whole event ``seq`` is stored or the log cannot tell (the default)."""
         return None
+
+    # -- retention (FORMAT.md §10; ``eventlog.parts.trim`` decides what to drop) ------------------------------
+
+    def retention(self, stream: str) -> Retention | None:
+        """The stream's retention mark: which times were dropped and where each part's retained events start
+        (None: nothing was ever dropped, or the log cannot drop; the default)."""
+        return None
+
+    def record_retention(self, stream: str, mark: Retention) -> Retention:
+        """Store ``mark`` unless the mark stored already drops as much (a trim never moves a mark back), and
+        return the mark in force. Raises ``EventLogError`` when the log cannot drop anything (the default)
+        and when a concurrent trim stored a mark that neither covers nor is covered by ``mark``."""
+        raise EventLogError(f"{type(self).__name__} logs cannot drop old events", stream=stream)
+
+    def drop_before(self, stream: str, part: int, seq: int) -> tuple[int, int | None]:
+        """Remove the storage that holds only events of ``part`` before ``seq`` — never the part's last event,
+        which a reopening writer continues after — once a retention mark says readers start at ``seq`` or
+        later. Returns the events and bytes removed (bytes None where the log cannot tell)."""
+        raise EventLogError(f"{type(self).__name__} logs cannot drop old events", stream=stream, part=part)
 
     def close(self) -> None:
         """Release resources held by the log."""

@@ -324,14 +324,20 @@ def verify_part(log: Log, header: StreamHeader, part: int, advance: Advance | No
                                        path=e.filename))
     except Exception as e:  # noqa: BLE001 - reported; reading may still find the events
         report.problems.append(problem_of(_unexpected_error(log, header, part, 1, e), stream, part))
-    first_seq = stats.first_seq if stats is not None else 1
+    retained = 1  # where the part starts: 1, or its cut once a trim dropped old times (FORMAT.md §10)
+    try:
+        mark = log.retention(stream)
+        retained = mark.cut(part).start if mark is not None else 1
+    except EventLogError as e:
+        report.problems.append(problem_of(e, stream, part))
+    first_seq = stats.first_seq if stats is not None else retained
     checker = _PartChecker(log, header, report)
-    if first_seq > 1:
-        checker.problem("gap", f"events 1..{first_seq - 1} are not in the log (the part starts at seq "
-                        f"{first_seq})", 1)
+    if first_seq > retained:
+        checker.problem("gap", f"events {retained}..{first_seq - 1} are not in the log (the part starts at seq "
+                        f"{first_seq})", retained)
     start = expected = first_seq
     report.last_seq = start - 1
-    track = first_seq == 1  # progress rules from the part's first event only (before it, the frontier is unknown)
+    track = first_seq == retained  # progress rules from the part's first event only (before it, it is unknown)
     tried: set[int] = set()
     frontier = None
     while True:

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from .storage import Storage
 
 LOCK_FILE = ".lock"
+RETENTION_FILE = "_retention.json"
+"""A 2.x stream's retention mark (FORMAT.md §10), beside its header."""
+RETENTION_LOCK = ".retention.lock"
+"""Held by a trim of the stream while it records a mark (local disks)."""
 OPEN_SUFFIX = ".open"
 
 

@@ -16,6 +16,7 @@ crashed; reopening a part first repairs its newest segment (``writer.py``). Read
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any, Mapping
@@ -34,6 +35,7 @@ from eventlog.errors import (
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
 from eventlog.log import PRELOAD_ENV, Log, PartStats, StoredEvent, check_sync_mode
+from eventlog.retention import MAX_RETENTION_BYTES, Retention
 from eventlog.uri import local_path
 
 from . import index as ix
@@ -41,13 +43,14 @@ from . import readahead
 from .check import check_layout, check_part, locate_event, segment_after, stored_event
 from .codec import file_codec
 from .framing import Malformed
-from .layout import HEADER_FILES, LAYOUTS, layout_for
+from .layout import HEADER_FILES, LAYOUTS, RETENTION_FILE, RETENTION_LOCK, layout_for
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
 from .storage import ArrowFsStorage, LocalStorage, S3Storage, Storage, quiet_checksums
 from .writer import FilePartWriter, Recovery
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
+
 FILE_FORMAT_VERSION = (2, 0)
 """The format version of the streams a file log creates (FORMAT.md §6); ``format="1.2"`` creates 1.2 streams."""
 _WRITABLE = {1: (1, 2), 2: FILE_FORMAT_VERSION}
@@ -238,7 +241,83 @@ class FileLog(Log):
         next_seq = segs[-1] + n
         if n == 0 and len(segs) > 1:
             next_seq = segs[-1]
-        return PartStats(segs[0], next_seq, size, len(segs))
+        mark = self.retention(stream)
+        first = max(segs[0], mark.cut(part).start) if mark is not None else segs[0]
+        return PartStats(min(first, next_seq), next_seq, size, len(segs))
+
+    # -- retention -------------------------------------------------------------------------------------------
+
+    def _retention_path(self, header: StreamHeader) -> str:
+        return self._st.join(self._stream_dir(header.stream), RETENTION_FILE)
+
+    def retention(self, stream: str) -> Retention | None:
+        header = self.header(stream)
+        if header.version[0] < 2:
+            return None
+        return self._read_retention(header)[0]
+
+    def _read_retention(self, header: StreamHeader) -> tuple[Retention | None, str | None]:
+        path = self._retention_path(header)
+        try:
+            data, version = self._st.read_versioned(path, limit=MAX_RETENTION_BYTES + 1)
+        except FileNotFoundError:
+            return None, None
+        except OSError as e:
+            raise io_error(e, stream=header.stream, path=path) from None
+        return Retention.from_json(data, header, path=path), version
+
+    def record_retention(self, stream: str, mark: Retention) -> Retention:
+        header = self.header(stream)
+        if header.version[0] < 2:
+            raise UnsupportedVersionError(
+                f"dropping old events needs a format 2 stream; this one is {header.version[0]}.{header.version[1]} "
+                f"(replay copy it to a new log to upgrade it)", stream=stream)
+        lock = self._st.join(self._stream_dir(stream), RETENTION_LOCK)
+        handle = self._st.lock(lock)  # one trim of a stream at a time on a local disk (S3: the write is conditional)
+        try:
+            for _ in range(16):
+                current, version = self._read_retention(header)
+                if current is not None and current.covers(mark):
+                    return current
+                if not mark.covers(current):
+                    raise EventLogError("a concurrent trim recorded a retention mark that neither drops more nor "
+                                        "less than this one; run the trim again", stream=stream,
+                                        path=self._retention_path(header))
+                done, _ = self._st.replace(self._retention_path(header), mark.to_json(header), version)
+                if done:
+                    return mark
+            raise EventLogError("the retention mark kept changing under this trim; run it again", stream=stream)
+        except OSError as e:
+            raise io_error(e, writing=True, stream=stream, path=self._retention_path(header)) from None
+        finally:
+            self._st.unlock(handle)
+
+    def drop_before(self, stream: str, part: int, seq: int) -> tuple[int, int | None]:
+        header = self.header(stream)
+        d = self._part_dir(header, part)
+        layout = layout_for(header.version)
+        try:
+            segs = layout.list_segments(self._st, d, header.encoding)
+            sizes = self._st.file_sizes(d) if segs else {}
+            events = freed = 0
+            for first, after in zip(segs, segs[1:]):  # never the newest segment: a reopening writer reads its tail
+                if after > seq:
+                    break
+                names = (layout.sealed_name(first, header.encoding), layout.open_name(first, header.encoding),
+                         layout.index_name(first))  # the data first: an index without its segment is harmless
+                for name in dict.fromkeys(names):
+                    if name in sizes:
+                        with contextlib.suppress(FileNotFoundError):  # a concurrent trim removed it first
+                            self._st.remove(self._st.join(d, name))
+                        freed += sizes[name]
+                events += after - first
+            for first in layout.list_indexes(self._st, d):  # what an interrupted removal left
+                if first < seq and first not in segs:
+                    with contextlib.suppress(FileNotFoundError):
+                        self._st.remove(self._st.join(d, layout.index_name(first)))
+            return events, freed
+        except OSError as e:
+            raise io_error(e, writing=True, stream=stream, part=part, path=d) from None
 
     def last_write(self, stream: str, part: int) -> float | None:
         """The modification time of the part's newest segment or its index (whichever is later; seconds

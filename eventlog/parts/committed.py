@@ -46,9 +46,10 @@ class CommittedPart:
     __slots__ = ("stream", "part", "_raw", "_held", "_times", "_queued_progress", "_epoch", "voided", "voided_times",
                  "voided_seqs")
 
-    def __init__(self, minimum: Time, *, stream: str | None = None, part: int | None = None) -> None:
+    def __init__(self, minimum: Time, *, stream: str | None = None, part: int | None = None,
+                 initial: Iterable[tuple[Time, int]] | None = None) -> None:
         self.stream, self.part = stream, part
-        self._raw = PartProgress(minimum, stream=stream, part=part)
+        self._raw = PartProgress(minimum, stream=stream, part=part, initial=initial)
         self._held: collections.deque[Entry] = collections.deque()
         self._times: collections.Counter = collections.Counter()  # held Messages events per time
         self._queued_progress = 0  # Progress events in the held queue (they wait behind a message they pass)

@@ -33,6 +33,7 @@ from ..antichain import Antichain
 from ..errors import EventLogError, SequenceError
 from ..events import Entry, Messages
 from ..header import StreamHeader
+from ..retention import TrimmedError
 from ..time import Time
 from .committed import CommittedPart, check_isolation
 from .rules import PartProgress
@@ -77,26 +78,39 @@ class CheckedPart:
         self.end = end
         self.until_ts = until_ts
         self.progress_only = progress_only
+        self.retention = log.retention(self.stream)
+        """The stream's retention mark (None: nothing was dropped): reading starts at the part's cut, whose
+        capability counts the frontier starts from, and Messages events of dropped times are skipped."""
+        cut = self.retention.cut(part) if self.retention is not None else None
+        first = cut.start if cut is not None else 1
+        if start < first:
+            if start != 1:  # a held position inside what a trim dropped: never a silent skip (Kafka's out-of-range)
+                raise TrimmedError(f"sequence id {start} was dropped by a trim of the stream (at "
+                                   f"{self.retention.trimmed}); the earliest event still there is {first}",  # type: ignore[union-attr]
+                                   earliest=first, stream=self.stream, part=part, seq=start)
+            start = first  # "from the beginning": the earliest retained event
+        initial = cut.counts if cut is not None else None
         minimum = header.time_type.minimum
-        self.rules: PartProgress | None = (PartProgress(minimum, stream=self.stream, part=part)
+        self.rules: PartProgress | None = (PartProgress(minimum, stream=self.stream, part=part, initial=initial)
                                            if track_progress and report is None else None)
         """The part's progress as taken by the consumer (None without ``track_progress``, or when reporting:
         then the rules are applied to the raw events alone)."""
         committed = check_isolation(isolation) == "committed" and not progress_only and track_progress
-        self.committed: CommittedPart | None = (CommittedPart(minimum, stream=self.stream, part=part)
+        self.committed: CommittedPart | None = (CommittedPart(minimum, stream=self.stream, part=part, initial=initial)
                                                 if committed else None)
         """The committed-read filter (None when reading uncommitted, progress only or untracked; when reporting,
         it only counts what a committed reader would void or hold back)."""
-        self._raw = (PartProgress(minimum, stream=self.stream, part=part)
+        self._raw = (PartProgress(minimum, stream=self.stream, part=part, initial=initial)
                      if track_progress and (self.committed is None or report is not None) else None)
         """The rules applied to raw events where the committed view does not apply them."""
+        self._first = first
         self.start = start
         scan_ts = since_ts
         seek = getattr(log, "seq_for_timestamp", None)
         if since_ts is not None and callable(seek):
             self.start = max(self.start, seek(self.stream, part, since_ts))
             scan_ts = None
-        if track_progress and (self.start > 1 or scan_ts is not None):
+        if track_progress and (self.start > self._first or scan_ts is not None):
             self._restore(scan_ts)
         self._reader: "PartReader | None" = None  # opened on first use (a writer that only restores needs none)
         self.raw_last = self.start - 1
@@ -105,6 +119,8 @@ class CheckedPart:
         """The sequence id of the last event taken (one before where reading starts, before the first)."""
         self.duplicates = 0
         """Events dropped because their sequence id was already read."""
+        self.trimmed = 0
+        """Messages events skipped because a trim dropped their time (FORMAT.md §10)."""
         self.raw_read = 0
         """Raw events read (duplicates included)."""
         self._queue: collections.deque[Entry] = collections.deque()
@@ -115,8 +131,8 @@ class CheckedPart:
     def _restore(self, scan_ts: int | None) -> None:
         """Rebuild the frontier from the Progress events before ``start`` (or, with ``scan_ts``, before the
         first event written at or after it, where reading then starts)."""
-        last = 0
-        with self.log.reader(self.stream, self.part, progress_only=True) as r:
+        last = self._first - 1
+        with self.log.reader(self.stream, self.part, start=self._first, progress_only=True) as r:
             for entry in r:
                 if entry.seq >= self.start and (scan_ts is None or entry.ts is None or entry.ts >= scan_ts):
                     break
@@ -276,6 +292,10 @@ class CheckedPart:
                                        stream=self.stream, part=self.part, seq=entry.seq))
             self.rules = self._raw = self.committed = None  # reporting: the frontier is unknown past a gap
         self.raw_last = entry.seq
+        if self.retention is not None and isinstance(entry.event, Messages) \
+                and self.retention.drops(entry.event.time):
+            self.trimmed += 1  # a time the trim dropped, sent before the part finished an earlier one
+            return False
         if self._report is not None:
             self._check_reporting(entry)
             self._queue.append(entry)

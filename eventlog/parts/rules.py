@@ -47,10 +47,11 @@ class PartProgress:
 
     __slots__ = ("stream", "part", "_counts")
 
-    def __init__(self, minimum: Time, *, stream: str | None = None, part: int | None = None) -> None:
+    def __init__(self, minimum: Time, *, stream: str | None = None, part: int | None = None,
+                 initial: Iterable[tuple[Time, int]] | None = None) -> None:
         self.stream = stream
         self.part = part
-        self._counts = MutableAntichain([(minimum, 1)])
+        self._counts = MutableAntichain([(minimum, 1)] if initial is None else initial)
 
     @property
     def frontier(self) -> Antichain:
