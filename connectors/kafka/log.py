@@ -36,6 +36,7 @@ from eventlog.errors import (
 )
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.log import Log, PartStats, StoredEvent, check_sync_mode
+from eventlog.retention import MAX_RETENTION_BYTES, Retention
 
 from .check import check_part, record_name
 from .config import KafkaTarget, last_complaint, parse_kafka_uri
@@ -53,7 +54,12 @@ _SETTLING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABL
              KafkaError._DESTROY_BROKER,
              # a leader that just took over after a broker or cluster restart, before it caught up
              KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
-_CHANNEL_TOPIC = re.compile(r"\.g\d{6}$")  # the runtime's channel topics: prefix.job.g000001
+_CHANNEL_TOPIC = re.compile(r"\.g\d{6}$")
+_META = "__meta"
+"""A stream's meta topic is ``<prefix>.__meta.<stream>`` (``__meta.<stream>`` without a prefix): no stream name
+starts with ``_``, so it never holds a stream. One partition; records keyed ``header`` (a copy of the stream
+header, for when partition 0 lost its start to a trim) and ``retention`` (a mark; the one that covers the others
+is in force). FORMAT.md §10."""  # the runtime's channel topics: prefix.job.g000001
 _HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
 _MARKER_WAIT = 0.25  # seconds a tail read waits for the markers of a transaction committed a moment ago
 _CALL_SLICE = 3.0  # seconds one cluster call may wait before it is asked again (within the log's timeout)
@@ -221,14 +227,17 @@ class KafkaLog(Log):
 
         A topic ``p.s`` (or ``s``) holds stream ``s`` when the first record of its partition 0 is a stream
         header naming ``s`` (format 2.0: an ``eventlog.kind: header`` record; 1.x: a STREAM_HEADER bundle).
-        Cheap: one record per candidate topic. Internal topics (``__…``) and the runtime's channel topics
-        (``….g000001``) are skipped, and so are topics whose partition 0 is empty or lost its start."""
+        A trimmed topic, whose partition 0 lost its header record, holds the stream its meta topic's header copy
+        names (FORMAT.md §10). Cheap: one record per candidate topic. Internal topics (``__…``), meta topics and
+        the runtime's channel topics (``….g000001``) are skipped, and so are topics whose partition 0 is empty
+        or lost its start otherwise."""
         out: dict[str, list[str]] = {}
-        for topic, meta in sorted(self._metadata().topics.items()):
-            if topic.startswith("__") or _CHANNEL_TOPIC.search(topic) or meta.error is not None \
-                    or 0 not in meta.partitions:
+        topics = self._metadata().topics
+        for topic, meta in sorted(topics.items()):
+            if topic.startswith("__") or f".{_META}." in topic or _CHANNEL_TOPIC.search(topic) \
+                    or meta.error is not None or 0 not in meta.partitions:
                 continue
-            stream = self._stream_in(topic)
+            stream = self._stream_in(topic) or self._trimmed_stream_in(topic, set(topics))
             if stream is None:
                 continue
             if topic == stream:
@@ -236,6 +245,23 @@ class KafkaLog(Log):
             elif topic.endswith("." + stream):
                 out.setdefault(topic[: -len(stream) - 1], []).append(stream)
         return {p: sorted(s) for p, s in sorted(out.items())}
+
+    def _trimmed_stream_in(self, topic: str, topics: set[str]) -> str | None:
+        """The stream ``topic`` holds when a trim deleted its partition 0's header record: the one whose meta
+        topic (``_META``) is beside it and holds a header copy naming it."""
+        candidates = [(topic[:i], topic[i + 1:]) for i, c in enumerate(topic) if c == "."] + [("", topic)]
+        for prefix, stream in candidates:
+            meta = f"{prefix}.{_META}.{stream}" if prefix else f"{_META}.{stream}"
+            if meta not in topics:
+                continue
+            try:
+                check_stream_name(stream)
+                header = self._trimmed_header(stream, topic)
+            except (EventLogError, ValueError):
+                continue
+            if header is not None:
+                return stream
+        return None
 
     def _stream_in(self, topic: str) -> str | None:
         """The stream the header record opening partition 0 of ``topic`` names, None when it opens with
@@ -277,6 +303,11 @@ class KafkaLog(Log):
             raise StreamNotFoundError(f"no stream {stream!r} in log {self.uri} (no topic {topic!r})", stream=stream)
         lo, hi = self.watermarks(topic, 0)
         if lo > 0:
+            header = self._trimmed_header(stream, topic)
+            if header is not None:
+                self._check_partition_count(header, topic, partitions)
+                self._headers[stream] = header
+                return header
             raise LostDataError(f"partition 0 of topic {topic!r} starts at kafka offset {lo}: the stream header "
                                 f"(offset 0) was deleted (retention, delete_records, a broker that lost data)",
                                 stream=stream, part=0, offset=lo)
@@ -302,6 +333,125 @@ class KafkaLog(Log):
             raise CorruptLogError(f"a format {header.version[0]}.{header.version[1]} stream header in a record "
                                   f"framed as format {rec.version}.x", stream=stream, part=part, offset=rec.offset)
         return header
+
+    # -- retention (FORMAT.md §10) -------------------------------------------------------------------------
+
+    def meta_topic(self, stream: str) -> str:
+        """The topic holding a stream's header copy and retention marks (``_META``)."""
+        name = f"{_META}.{check_stream_name(stream)}"
+        return f"{self.target.prefix}.{name}" if self.target.prefix else name
+
+    def _meta_records(self, stream: str) -> list[tuple[bytes, bytes]]:
+        """``(key, value)`` of every record of the stream's meta topic, in order ([] when it does not exist)."""
+        topic = self.meta_topic(stream)
+        if self.partitions(topic) is None:
+            return []
+        lo, hi = self.watermarks(topic, 0)
+        if hi <= lo:
+            return []
+        consumer = self._scanner()
+        consumer.assign([TopicPartition(topic, 0, lo)])
+        out: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + self.timeout
+        try:
+            while len(out) < hi - lo:
+                for m in consumer.consume(64, timeout=0.1) or ():
+                    if m.error() is not None:
+                        if m.error().code() == KafkaError._PARTITION_EOF:
+                            return out
+                        if not m.error().retriable():
+                            raise EventLogError(f"kafka read error: {m.error().str()}", stream=stream)
+                        continue
+                    value = m.value() or b""
+                    if len(value) > MAX_RETENTION_BYTES:
+                        raise CorruptLogError(f"a record of {topic} is larger than a retention mark may be",
+                                              stream=stream, offset=m.offset())
+                    out.append((m.key() or b"", value))
+                if time.monotonic() > deadline:
+                    raise self.unavailable(f"reading {topic}")
+        finally:
+            consumer.unassign()
+        return out
+
+    def _trimmed_header(self, stream: str, topic: str) -> StreamHeader | None:
+        """The stream header a trim copied to the meta topic, for a partition 0 whose start it deleted."""
+        for key, value in self._meta_records(stream):
+            if key == b"header":
+                header = StreamHeader.from_json(value, path=f"{self.meta_topic(stream)}[0]")
+                if header.stream != stream:
+                    raise CorruptLogError(f"the header copy names stream {header.stream!r}", stream=stream,
+                                          path=self.meta_topic(stream))
+                return header
+        return None
+
+    def retention(self, stream: str) -> Retention | None:
+        header = self.header(stream)
+        marks = [Retention.from_json(v, header, path=f"{self.meta_topic(stream)}[0]")
+                 for k, v in self._meta_records(stream) if k == b"retention"]
+        in_force: Retention | None = None
+        for mark in marks:  # two trims may race: the mark in force is the one that covers the others
+            if mark.covers(in_force):
+                in_force = mark
+        return in_force
+
+    def record_retention(self, stream: str, mark: Retention) -> Retention:
+        header = self.header(stream)
+        topic = self.meta_topic(stream)
+        current = self.retention(stream)
+        if current is not None and current.covers(mark):
+            return current
+        if not mark.covers(current):
+            raise EventLogError("a concurrent trim recorded a retention mark that neither drops more nor less than "
+                                "this one; run the trim again", stream=stream, path=topic)
+        if self.partitions(topic) is None:
+            rf = self.replication_factor if self.replication_factor is not None else -1
+            futures = self._admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=rf,
+                                                          config={"cleanup.policy": "delete", "retention.ms": "-1",
+                                                                  "retention.bytes": "-1"})],
+                                                operation_timeout=self.timeout, request_timeout=self.timeout)
+            try:
+                futures[topic].result()
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise EventLogError(f"cannot create topic {topic!r}: {e.args[0].str()}", stream=stream) from None
+        records = [] if any(k == b"header" for k, _ in self._meta_records(stream)) else [(b"header", header.to_json())]
+        records.append((b"retention", mark.to_json(header)))
+        errors: list[str] = []
+        producer = self._header_producer()
+        for key, value in records:  # the header copy first: a reader that finds partition 0 trimmed needs it
+            producer.produce(topic, value=value, key=key, partition=0,
+                             on_delivery=lambda err, msg: errors.append(err.str()) if err else None)
+            if producer.flush(self.timeout) or errors:
+                raise DeliveryError(f"retention mark not acknowledged: {errors[:1] or 'timeout'}", stream=stream)
+        in_force = self.retention(stream)
+        return in_force if in_force is not None else mark
+
+    def drop_before(self, stream: str, part: int, seq: int) -> tuple[int, int | None]:
+        header = self.header(stream)
+        self._check_part(header, part)
+        topic = self.target.topic(stream)
+        tail = self.tail(stream, part)
+        last = self._last_data(topic, part, tail.low, tail.high)
+        if last is None or seq <= 1:
+            return 0, None
+        offset = min(self.offset_for_seq(stream, part, seq), last.offset)  # never the part's last record
+        if offset <= tail.low:
+            return 0, None
+        before = self._first_seq_at(topic, part, tail.low)
+        futures = self._admin.delete_records([TopicPartition(topic, part, offset)], request_timeout=self.timeout,
+                                             operation_timeout=self.timeout)
+        try:
+            next(iter(futures.values())).result()
+        except KafkaException as e:
+            raise EventLogError(f"cannot delete the records of {topic}[{part}] before kafka offset {offset}: "
+                                f"{e.args[0].str()}", stream=stream, part=part, offset=offset) from None
+        after = self._first_seq_at(topic, part, offset)
+        return max(0, after - before) if before and after else 0, None
+
+    def _first_seq_at(self, topic: str, part: int, offset: int) -> int:
+        """The first sequence id of the first data record at or after ``offset`` (0 when there is none)."""
+        probe = self._probe_ts(topic, part, offset)
+        return probe[1] if probe is not None else 0
 
     def _check_partition_count(self, header: StreamHeader, topic: str, partitions: int | None) -> None:
         if partitions is None:
@@ -617,7 +767,13 @@ class KafkaLog(Log):
             if rec.seqs:
                 first = rec.first_seq
                 break
+        mark = self.retention(stream) if tail.low > 0 or first > 1 or self._has_meta(stream) else None
+        if mark is not None:
+            first = max(first, mark.cut(part).start)
         return PartStats(first, max(tail.last_seq + 1, first), None, tail.high - tail.low)
+
+    def _has_meta(self, stream: str) -> bool:
+        return self.partitions(self.meta_topic(stream)) is not None
 
     # -- checks (replay.verify) -------------------------------------------------------------------------
 
