@@ -11,6 +11,7 @@ import click
 
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
+from eventlog.retention import TrimmedError
 from eventlog.time import Time, less_equal
 
 from . import _live
@@ -312,7 +313,12 @@ def _run(uri: str, stream: str, part: int | None, offset: tuple[str, int], since
     saved = _read_positions(positions, stream, parts) if positions else {}
     for p in parts:
         st = log.part_stats(stream, p)
-        starts[p] = max(saved[p], st.first_seq) if p in saved else start_seq(offset, st.first_seq, st.next_seq)
+        if p in saved and saved[p] < st.first_seq:  # what this reader had not read yet is gone: never skip silently
+            raise TrimmedError(f"the position file {positions} continues at sequence id {saved[p]}, which was dropped "
+                               f"(a trim, or Kafka's retention); the earliest event still there is {st.first_seq}: "
+                               f"remove the file to start there", earliest=st.first_seq, stream=stream, part=p,
+                               seq=saved[p])
+        starts[p] = saved[p] if p in saved else start_seq(offset, st.first_seq, st.next_seq)
         ends[p] = st.next_seq
     if skip_damaged:
         writer = _Template(template) if template else row_writer(fmt or default_format(), _columns(

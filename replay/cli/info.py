@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -42,6 +43,7 @@ def info(uri: str, stream: str, as_json: bool) -> None:
     with progress("reading progress", total_events(log, header, peers)) as advance:
         parts = [summarise_part(log, header, p, progress_only=True, advance=advance) for p in peers]
     frontier = merged_frontier(p.frontier for p in parts)
+    mark = log.retention(stream)
     doc: dict[str, Any] = {
         "stream": header.stream,
         "version": f"{header.version[0]}.{header.version[1]}",
@@ -53,6 +55,7 @@ def info(uri: str, stream: str, as_json: bool) -> None:
         "metadata": {k.decode(errors="replace"): v.decode(errors="replace")
                      for k, v in (header.schema.metadata or {}).items()},
         "frontier": frontier_json(frontier),
+        "retained": None if mark is None else {"since": frontier_json(mark.since), "trimmed": mark.trimmed},
         "parts": [
             {
                 "part": p.part,
@@ -87,6 +90,9 @@ def _print_tables(doc: dict[str, Any], metadata: dict, part_frontiers: list[str]
         ("time", doc["time"]), ("encoding", doc["encoding"]), ("created", doc["created"]), ("frontier", frontier),
     ):
         head.add_row(key, Text(value))
+    if doc["retained"] is not None:  # a trim dropped the times before this frontier (FORMAT.md §10)
+        since = json.dumps(doc["retained"]["since"], separators=(",", ":"))
+        head.add_row("retained", Text(f"times from {since} on (older ones trimmed {doc['retained']['trimmed']})"))
     schema = Table(title="schema", title_justify="left")
     for c in ("field", "type", "nullable"):
         schema.add_column(c)

@@ -54,9 +54,14 @@ def _list_stream(log: Log, stream: str, quick: bool, advance: Callable[[int], No
         parts = [] if quick else [summarise_part(log, header, p, advance=advance) for p in range(header.peers)]
     except (EventLogError, OSError) as e:
         return _Listing({"stream": stream, "error": str(e)}, error=str(e))
+    try:
+        mark = log.retention(stream)
+    except (EventLogError, OSError) as e:
+        return _Listing({"stream": stream, "error": str(e)}, error=str(e))
     doc: dict[str, Any] = {
         "stream": stream, "peers": header.peers, "encoding": header.encoding, "time": header.time_type.name,
         "events": sum(s.events for s in stats), "bytes": total_bytes(s.bytes for s in stats),
+        "retained_since": frontier_json(mark.since) if mark is not None else None,
     }
     cells = [stream, str(header.peers), header.encoding, header.time_type.name, str(doc["events"]),
              human_bytes(doc["bytes"])]
@@ -79,6 +84,8 @@ def _list_stream(log: Log, stream: str, quick: bool, advance: Callable[[int], No
         last_event_age_s=round(max(0.0, time.time() - last), 1) if last is not None else None,
     )
     span = f"{time_text(min(times))}..{time_text(max(times))} ({len(times)})" if times else "-"
+    if mark is not None:
+        span += " trimmed"  # the times before were dropped (replay info says from where)
     cells += [str(doc["records"]), span, frontier_text(frontier), _state_text(len(open_), header.peers, last)]
     return _Listing(doc, cells, torn_parts=[p.part for p in parts if p.tail_problem])
 

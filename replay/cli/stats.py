@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,9 +137,11 @@ def stats(uri: str, stream: str, as_json: bool, limit: int, since_ts: int | None
     times = sorted(set().union(*(t.per_time for t in tallies)))
     seq_behind, times_behind = _lags(tallies, sorted(set().union(*(t.times for t in tallies))))
     frontier = merged_frontier(t.frontier for t in tallies)
+    mark = log.retention(stream)
     doc = {
         "stream": stream,
         "frontier": frontier_json(frontier),
+        "retained_since": frontier_json(mark.since) if mark is not None else None,
         "times": [
             {
                 "time": time_json(x),
@@ -222,7 +225,9 @@ def _print_tables(doc: dict[str, Any], tallies: list[_PartTally], times: list[Ti
     if limit and len(doc["parts"]) > limit:
         shown_parts = _most_behind(doc["parts"], limit)
     cut_parts = len(doc["parts"]) - len(shown_parts)
-    parts = Table(title=f"parts (stream frontier {frontier_text(frontier)})", title_justify="left")
+    retained = doc.get("retained_since")
+    since = f"; times before {json.dumps(retained, separators=(',', ':'))} trimmed" if retained is not None else ""
+    parts = Table(title=f"parts (stream frontier {frontier_text(frontier)}{since})", title_justify="left")
     for c in ("part", "events", "records", "bytes", "stored", "frontier", "seq behind", "times behind"):
         parts.add_column(c, justify="left" if c == "frontier" else "right")
     worst = max((p["times_behind"] for p in doc["parts"]), default=0)
