@@ -18,6 +18,7 @@ _DISTRIBUTIONS = {
     "confluent_kafka": "confluent-kafka",
     "matplotlib": "matplotlib",
     "duckdb": "duckdb",
+    "prometheus_client": "prometheus-client",
 }
 """The PyPI distribution of each optional top-level module (where the names differ)."""
 

@@ -52,6 +52,7 @@ from .faults import FaultPlan
 from .graph import Plan
 from .locations import check_locations
 from .master import JobMaster
+from .status import StatusPublisher
 
 _log = logging.getLogger("runtime")
 
@@ -173,6 +174,7 @@ def run_job(plan: Plan, spark: Any, *, channels: str, checkpoints: str, checkpoi
     restored: list[int | None] = []
     streak = 0
     attempt = 0
+    status = StatusPublisher(plan, master, store, failures, failure_times)   # <checkpoints>/<job>/_STATUS.json
     try:
         while True:
             generation = store.next_generation()
@@ -247,5 +249,6 @@ def run_job(plan: Plan, spark: Any, *, channels: str, checkpoints: str, checkpoi
                          c.completed_id, time.monotonic() - started, list(c.durations), tasks, failure_times,
                          gen_starts, delays, fallbacks, restored, list(getattr(executor, "slot_waits", [])))
     finally:
+        status.close()
         executor.close()
         chan.close()

@@ -412,6 +412,7 @@ class TaskRunner:
         s["messages_out"] = sum(w.messages for w in ws)
         s["bundles"] = sum(w.bundles for w in ws)
         s["bytes_sent"] = sum(w.sent_bytes for w in ws)
+        s["channels"] = {w.name: {"sent_bytes": w.sent_bytes, "blocked_s": w.blocked_seconds} for w in ws}
         if self._reader is not None:
             s["duplicates"] = self._reader.duplicates
         return s

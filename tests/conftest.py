@@ -261,3 +261,27 @@ def cluster_spark(_cluster_session):
     every slot again (a test before may have killed one)."""
     _spark_cluster.wait_for_slots(_cluster_session)
     return _cluster_session
+
+
+# -- a headless browser (replay ui, tests/replay/cli/web) ----------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's headless Chromium driven by Selenium (``chromium`` and ``chromium-driver``, installed with apt-get
+    when missing, as ``debian_tool`` does); skipped with the reason otherwise. A light-scheme 1280x900 window."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium (the test extra) drives the browser")
+    from selenium.webdriver.chrome.service import Service
+
+    browser = debian_tool("chromium", "chromium")
+    driver_path = debian_tool("chromedriver", "chromium-driver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,900", "--force-color-profile=srgb", "--hide-scrollbars"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -99,13 +99,14 @@ def test_wheel_metadata_core_and_extras(core_env):
         else:
             core.add(name)
     assert core == CORE
-    assert set(meta.get_all("Provides-Extra")) == {"spark", "kafka", "plot", "sql", "s3", "all", "test", "lint"}
+    assert set(meta.get_all("Provides-Extra")) == {"spark", "kafka", "plot", "sql", "s3", "ui", "all", "test", "lint"}
     assert {r.split("<")[0].split(">")[0] for r in extras["spark"]} == {"pyspark", "pandas"}
     assert {r.split("<")[0].split(">")[0] for r in extras["kafka"]} == {"confluent-kafka"}
     assert {r.split("<")[0].split(">")[0] for r in extras["plot"]} == {"matplotlib"}
     assert {r.split("<")[0].split(">")[0] for r in extras["sql"]} == {"duckdb"}
     assert {r.split("<")[0].split(">")[0] for r in extras["s3"]} == {"boto3"}
-    assert extras["all"] == {"eventlog[kafka,plot,s3,spark,sql]"}
+    assert {r.split("<")[0].split(">")[0] for r in extras["ui"]} == {"prometheus_client"}
+    assert extras["all"] == {"eventlog[kafka,plot,s3,spark,sql,ui]"}
 
 
 def test_optional_packages_are_not_installed_and_the_core_imports(core_env):

@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "seek": ("replay.cli.seek:seek", "The sequence id each part wrote at a wall-clock time."),
     "produce": ("replay.cli.produce:produce", "Append records (JSON lines) to a part by hand; advance or finish it."),
     "gen": ("replay.cli.gen:gen", "Write a stream of random records to try things."),
+    "ui": ("replay.cli.ui:ui", "Watch a log live in a web page; Prometheus /metrics."),
+    "top": ("replay.cli.top:top", "Per-part frontiers, lag and rates, refreshing in the terminal."),
     "trim": ("replay.cli.trim:trim", "Drop old times of a stream (retention)."),
 }
 
