@@ -45,6 +45,7 @@ from eventlog.errors import EventLogError, ProgressError
 from eventlog.events import Messages
 from eventlog.log import Log, open_log
 from eventlog.parts import CheckedPart, frontier_text, time_text
+from eventlog.retention import since_of
 from eventlog.time import Time, less_equal
 
 from . import frontier as fr
@@ -173,6 +174,10 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:  # noqa: N802
         n = self._header.peers
+        mark = self._log.retention(self._header.stream)
+        if mark is not None:  # a trimmed stream starts at its cuts, from the frontier there (FORMAT.md §10)
+            starts = [c.start for c in mark.parts]
+            return {"next": starts, "low": list(starts), "frontier": fr.to_json(since_of(c.frontier for c in mark.parts))}
         return {"next": [1] * n, "low": [1] * n, "frontier": fr.to_json(Antichain([self._header.time_type.minimum]))}
 
     def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802

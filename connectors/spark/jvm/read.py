@@ -113,6 +113,8 @@ def jvm_read(spark: "SparkSession", options: dict[str, str]) -> "DataFrame":
                                  f"{header.version[1]}", stream=stream)
     if header.encoding != "arrow":
         raise JvmReadUnavailable(f"the JVM reader reads the arrow encoding, not {header.encoding!r}", stream=stream)
+    if log.retention(stream) is not None:  # FORMAT.md §10: its parts start at their cuts
+        raise JvmReadUnavailable("the JVM reader does not read trimmed streams (a retention mark)", stream=stream)
     root, store = _where(target, log, stream)
     stream_dir = os.path.join(root, stream) if store is None else "/".join(x for x in (root, stream) if x)
     st = log._st  # type: ignore[attr-defined]

@@ -1,0 +1,56 @@
+"""Both Spark sources plan a trimmed stream from its retained frontier (issue 32 §1): the batch source (the JVM
+reader declines a trimmed stream, the Python one reads it) and the streaming source from its first offset; a
+streaming query whose checkpoint holds a position a later trim dropped fails with the typed error."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from eventlog import open_log
+from eventlog.antichain import Antichain
+from eventlog.parts.capture import Capture
+from eventlog.parts.trim import trim
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([("n", pa.int64())])
+
+
+def _write(log_dir: str, times: range) -> None:
+    log = open_log(log_dir, segment_bytes=600)
+    for p in range(2):
+        cap = Capture(log, "s", p, 2, schema=SCHEMA)
+        (start,) = cap.frontier
+        for t in range(start, times.stop):
+            cap.send(t, [{"n": 100 * t + p}])
+            cap.advance_to(t + 1)
+        cap.abort()  # the stream goes on
+
+
+def _stream(spark, log_dir: str, checkpoint: str) -> list[tuple[int, int]]:
+    got: list = []
+    q = (spark.readStream.format("eventlog").load(f"{log_dir}/s").writeStream
+         .foreachBatch(lambda df, _: got.extend((r["_time"], r["n"]) for r in df.select("_time", "n").collect()))
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    q.awaitTermination()
+    return sorted(got)
+
+
+def test_spark_reads_a_trimmed_stream_from_its_retained_frontier(spark, log_dir, tmp_path):
+    _write(log_dir, range(0, 20))
+    trim(open_log(log_dir), "s", since=Antichain([8]))
+    rows = spark.read.format("eventlog").load(f"{log_dir}/s").select("_time", "n").collect()
+    assert sorted((r["_time"], r["n"]) for r in rows) == [(t, 100 * t + p) for t in range(8, 20) for p in range(2)]
+    assert _stream(spark, log_dir, str(tmp_path / "fresh")) == [(t, 100 * t + p) for t in range(8, 20) for p in (0, 1)]
+
+
+def test_a_streaming_checkpoint_inside_the_dropped_range_fails_with_the_earliest_position(spark, log_dir, tmp_path):
+    checkpoint = str(tmp_path / "ck")
+    _write(log_dir, range(0, 5))
+    assert _stream(spark, log_dir, checkpoint) == [(t, 100 * t + p) for t in range(5) for p in (0, 1)]
+    _write(log_dir, range(5, 30))
+    trim(open_log(log_dir), "s", since=Antichain([20]))  # drops times the query has not read yet
+    with pytest.raises(Exception, match="dropped by a trim") as e:
+        _stream(spark, log_dir, checkpoint)
+    assert "the earliest event still there is" in str(e.value)
