@@ -216,16 +216,21 @@ def tap_batches(
     peers: int | None = None,
     encoding: str = "arrow",
     engine: str | None = None,
+    retention: "str | float | None" = None,
 ) -> "Callable[[DataFrame, int], None]":
     """A ``foreachBatch`` function that appends each micro-batch to ``stream`` (time = batch id, or the
     integer column ``time``), exactly once per batch id, then calls ``then(batch_df, batch_id)``.
     ``batch_df`` is computed twice unless ``then`` is None or you persist it. ``engine`` as for ``tap``:
     ``"jvm"`` stages each partition inside Spark's JVM (``connectors.spark.jvm.append_batch``), ``"auto"``
-    falls back to the Python writer where it cannot, saying why once."""
+    falls back to the Python writer where it cannot, saying why once. ``retention`` (an age: ``"7d"``) drops
+    the stream's times complete longer ago than that, now and then, on the driver in the background
+    (``eventlog.parts.retention_policy``)."""
     from connectors.spark.uri import parse_stream_uri
+    from eventlog.parts.retention_policy import RetentionPolicy
 
     target = parse_stream_uri(os.fspath(log_uri), stream)
     engine = _engine(engine)
+    policy = RetentionPolicy(lambda: open_log(target.log_uri), stream, retention) if retention is not None else None
 
     def run(batch_df: "DataFrame", batch_id: int) -> None:
         from connectors.spark import register
@@ -243,6 +248,8 @@ def tap_batches(
             if peers is not None:
                 writer = writer.option("peers", peers)
             writer.mode("append").save(target.uri)
+        if policy is not None:
+            policy.tick()
         if then is not None:
             then(batch_df, batch_id)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -180,10 +181,28 @@ def _count(n: Any) -> int:
     return n
 
 
+_AGE_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_AGE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
+_AGE_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_age(age: "str | float | int") -> float:
+    """An age as seconds: a number of seconds, or text of numbers with units (``7d``, ``12h``, ``1h30m``,
+    ``90s``, ``500ms``, ``2w``). Raises ValueError saying what is accepted."""
+    if isinstance(age, (int, float)) and not isinstance(age, bool):
+        if age < 0:
+            raise ValueError(f"an age is not negative, got {age!r}")
+        return float(age)
+    text = str(age).strip().lower()
+    if not _AGE.fullmatch(text):
+        raise ValueError(f"{age!r} is not an age: a number and a unit, ms, s, m, h, d or w (7d, 12h, 1h30m)")
+    return sum(float(n) * _AGE_UNITS[u] for n, u in _AGE_PART.findall(text))
+
+
 def since_of(frontiers: Iterable[Antichain]) -> Antichain:
     """The completed frontier of parts with these frontiers: a time is complete once no part may still send
     at it, so the completed frontier is the set of minimal elements of all the parts' frontiers."""
     return Antichain(t for f in frontiers for t in f)
 
 
-__all__ = ["MAX_RETENTION_BYTES", "RETENTION_VERSION", "PartCut", "Retention", "TrimmedError", "since_of"]
+__all__ = ["MAX_RETENTION_BYTES", "RETENTION_VERSION", "PartCut", "Retention", "TrimmedError", "parse_age", "since_of"]

@@ -31,6 +31,7 @@ from ..log import Log, PartWriter, open_log
 from ..records import Records, to_batch
 from ..time import Time, TimeType
 from .reader import CheckedPart
+from .retention_policy import RetentionPolicy
 
 _log = logging.getLogger("eventlog")
 
@@ -45,6 +46,8 @@ class Capture:
     last event, with the frontier it had. Leaving a ``with`` block by an exception does not finish the part.
     ``expect_next_seq`` (the ``next_seq`` the application saved in its own checkpoint) makes opening raise
     ``LostDataError`` when the part holds less, or the stream is gone, instead of starting a new history.
+    ``retention`` (an age: ``"7d"``, ``"12h"``, seconds) drops the stream's times complete longer ago than that,
+    now and then, in the background (``retention_policy.RetentionPolicy``; FORMAT.md §10).
 
     Reopening a part starts a new writer incarnation: readers void the messages the previous one left at
     times the part had not completed, so the application re-sends every time from ``frontier`` on (FORMAT.md
@@ -68,7 +71,9 @@ class Capture:
         sync: str | None = None,
         expect_next_seq: int | None = None,
         continues: bool = False,
+        retention: "str | float | None" = None,
     ) -> None:
+        self._retention: RetentionPolicy | None = None
         self.log = log if isinstance(log, Log) else open_log(log)
         if expect_next_seq is not None:
             self._check_stream_exists(stream, worker, expect_next_seq)
@@ -76,6 +81,9 @@ class Capture:
         self.stream = stream
         self.worker = worker
         self.peers = peers
+        if retention is not None:
+            uri = self.log.uri
+            self._retention = RetentionPolicy(lambda: open_log(uri), stream, retention)
         self._writer: PartWriter = self.log.writer(stream, worker, sync=sync, continues=continues)
         self._closed = False
         if expect_next_seq is not None and self._writer.next_seq < expect_next_seq:
@@ -233,6 +241,8 @@ class Capture:
             self._writer.append(Progress(changes.consolidated()))
             self._frontier = new
         self._writer.sync()
+        if self._retention is not None:
+            self._retention.tick()
 
     def _as_antichain(self, frontier: "Time | Antichain | Iterable[Time]") -> Antichain:
         tt = self.header.time_type
@@ -266,12 +276,16 @@ class Capture:
         finally:
             self._closed = True
             self._writer.close()
+            if self._retention is not None:
+                self._retention.close()
 
     def abort(self) -> None:
         """Release the writer without finishing the part (what was appended is kept and synced)."""
         if not self._closed:
             self._closed = True
             self._writer.close()
+            if self._retention is not None:
+                self._retention.close()
 
     def __enter__(self) -> "Capture":
         return self

@@ -54,3 +54,26 @@ def test_a_streaming_checkpoint_inside_the_dropped_range_fails_with_the_earliest
     with pytest.raises(Exception, match="dropped by a trim") as e:
         _stream(spark, log_dir, checkpoint)
     assert "the earliest event still there is" in str(e.value)
+
+
+def test_tap_batches_with_a_retention_drops_old_micro_batches_as_it_goes(spark, log_dir):
+    """A long-running Structured Streaming tap (``foreachBatch(tap_batches(…, retention=AGE))``): the driver drops
+    the micro-batches complete longer ago than AGE, in the background, as batches keep coming."""
+    import time
+
+    from capture import tap_batches
+
+    append = tap_batches(log_dir, "s", retention=0.5)
+    policy = next(c.cell_contents for c in append.__closure__  # the policy the function holds
+                  if type(c.cell_contents).__name__ == "RetentionPolicy")
+    policy.interval = 0.2  # trim as soon as the age allows, for the test
+    for batch_id in range(6):
+        append(spark.range(batch_id * 10, batch_id * 10 + 10).toDF("n"), batch_id)
+        time.sleep(0.25)
+    policy.close()
+    assert policy.runs >= 1 and policy.last_error is None
+    mark = open_log(log_dir).retention("s")
+    assert mark is not None and mark.since.elements[0] >= 2  # batches older than 0.5 s when a trim ran
+    rows = spark.read.format("eventlog").load(f"{log_dir}/s").select("_time", "n").collect()
+    since = mark.since.elements[0]
+    assert sorted(r["n"] for r in rows) == list(range(since * 10, 60))

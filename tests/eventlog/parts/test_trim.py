@@ -209,3 +209,40 @@ def test_a_1x_stream_cannot_be_trimmed_and_says_how_to_upgrade(tmp_path):
     with pytest.raises(UnsupportedVersionError, match="replay copy"):
         trim(log, "s", since=Antichain([1]))
     assert log.retention("s") is None
+
+
+def test_a_writer_with_a_retention_policy_drops_old_times_as_it_goes(tmp_path):
+    """``Capture(…, retention=AGE)``: the times complete longer ago than AGE are dropped in the background, off
+    the writer's thread; a second writer of the stream finds a fresh mark and leaves the work to the first."""
+    import time
+
+    from eventlog.parts.retention_policy import RetentionPolicy
+
+    uri = str(tmp_path / "log")
+    log = open_log(uri, segment_bytes=300)
+    first = Capture(log, "s", 0, 2, schema=SCHEMA, retention=0.5)
+    other = Capture(log, "s", 1, 2, schema=SCHEMA)
+    for t in range(10):
+        for cap in (first, other):
+            cap.send(t, pa.table({"x": [t]}))
+            cap.advance_to(t + 1)
+    first._retention.interval = 0.2  # trim as soon as the ages allow, for the test
+    time.sleep(0.7)  # times 0..9 are now complete for longer than 0.5 s
+    for t in range(10, 12):
+        for cap in (first, other):
+            cap.send(t, pa.table({"x": [t]}))
+            cap.advance_to(t + 1)
+    first._retention.close()
+    assert first._retention.runs >= 1 and first._retention.last_error is None
+    mark = log.retention("s")
+    assert mark is not None and mark.since.elements[0] >= 10  # at least what was complete 0.5 s before the trim
+    since = mark.since.elements[0]
+    assert _replay(log) == {t: [t, t] for t in range(since, 12)}
+    policy = RetentionPolicy(lambda: open_log(uri), "s", "1h")
+    assert policy.interval == 360 and policy.tick()  # a fresh mark: this writer leaves the trim to the other
+    policy.close()
+    assert policy.runs == 0 and policy.last_error is None
+    first.close()
+    other.close()
+    with pytest.raises(ValueError, match="not an age"):
+        Capture(log, "s2", 0, 1, schema=SCHEMA, retention="a week")
