@@ -13,9 +13,10 @@ import click
 from eventlog.antichain import Antichain
 from eventlog.parts.trim import TrimResult
 from eventlog.parts.trim import trim as trim_stream
+from eventlog.retention import parse_age
 
 from ._common import TIME, as_time, frontier_json, human_bytes, open_uri, print_json, print_rich, stream_header
-from ._wallclock import WallClockParam, parse_when
+from ._wallclock import WallClockParam
 
 TRIM_HELP = """Drop the old times of STREAM: every time before --before TIME, or every time complete before
 --before-ts WHEN, or complete longer than --older-than AGE ago (7d, 12h, 90m). Only times complete in every part are
@@ -32,9 +33,6 @@ Example:
 """
 
 
-def _age_ms(text: str) -> int:
-    """An age (``7d``, ``12h``, ``1h30m``) as the wall-clock instant that long before now (ms)."""
-    return parse_when("-" + text.strip().lstrip("-"))
 
 
 @click.command("trim", short_help="Drop old times of a stream (retention).", help=TRIM_HELP)
@@ -48,17 +46,18 @@ def _age_ms(text: str) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def trim(uri: str, stream: str, before: Any, before_ts: int | None, older_than: str | None, dry_run: bool,
          as_json: bool) -> None:
-    if sum(x is not None for x in (before, before_ts, older_than)) != 1:
+    if sum(x is not None for x in (before, before_ts, older_than)) != 1:  # (checked before the log is opened)
         raise click.UsageError("give one of --before TIME, --before-ts WHEN and --older-than AGE")
+    age: float | None = None
     if older_than is not None:
         try:
-            before_ts = _age_ms(older_than)
+            age = parse_age(older_than)
         except ValueError as e:
-            raise click.BadParameter(str(e).replace("a duration before now", "an age"), param_hint="--older-than") from None
+            raise click.BadParameter(str(e), param_hint="--older-than") from None
     log = open_uri(uri)
     header = stream_header(log, stream)
     since = Antichain([as_time(before, header, "--before")]) if before is not None else None
-    result = trim_stream(log, stream, since=since, before_ts=before_ts, dry_run=dry_run)
+    result = trim_stream(log, stream, since=since, before_ts=before_ts, older_than=age, dry_run=dry_run)
     if as_json:
         print_json(_as_json(result))
         return
