@@ -57,3 +57,29 @@ def test_golden_2_0_logs_are_datasets_third_party_readers_scan():
         with open(path, "rb") as f:
             rows += [(r["id"], r["_time"]) for r in fastavro.reader(f) if r["_time"] is not None]
     assert sorted(rows) == want
+
+
+@pytest.mark.parametrize("encoding", ["arrow", "avro"])
+def test_golden_2_1_trimmed_streams_read_from_their_cuts(encoding):
+    """Format 2.1: a stream trimmed to [3] (tests/golden/make_golden_logs.py 2.1). Part 0 sent at time 4 before it
+    completed time 2: its cut is that record (seq 4, frontier [1]); its record at time 2 (seq 6) is skipped."""
+    from eventlog.parts import CheckedPart
+    from eventlog.retention import TrimmedError
+    from replay import Replayer
+    from replay.verify import verify
+    from tests.support.paths import GOLDEN_LOGS_2_1
+
+    log = open_log(str(GOLDEN_LOGS_2_1))
+    stream = f"golden-{encoding}-trimmed"
+    mark = log.retention(stream)
+    assert list(mark.since) == [3] and [(c.start, c.counts) for c in mark.parts] == [(4, ((1, 1),)), (7, ((3, 1),))]
+    assert log.header(stream).version == (2, 0)
+    with CheckedPart(log, log.header(stream), 0, isolation="uncommitted") as p:
+        assert [e.seq for e in p.read()] == [4, 5, 7, 8, 9, 10] and p.trimmed == 1 and p.frontier.is_empty()
+    with pytest.raises(TrimmedError):
+        CheckedPart(log, log.header(stream), 1, start=3)
+    with Replayer(log, stream) as r:
+        got = {t: sorted(table.column("id").to_pylist()) for t, table in r.completed()}
+    assert got == {3: [4, 8], 4: [9, 9]}
+    assert verify(log, stream).ok
+    assert [log.part_stats(stream, p).first_seq for p in (0, 1)] == [4, 7]

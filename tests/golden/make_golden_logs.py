@@ -63,7 +63,36 @@ def write_golden(log, enc: str) -> list[str]:  # noqa: ANN001 - any Log
     return [name, product]
 
 
+def write_trimmed(log, enc: str) -> str:  # noqa: ANN001 - a file log
+    """Format 2.1: ``golden-<enc>-trimmed``, two int64 parts in small segments, trimmed to the frontier [3] (a
+    retention mark, FORMAT.md §10). Part 0 sends at time 4 before it completes time 2, so its cut keeps that
+    record and readers skip the records of times 0..2 left in the segment they start in."""
+    from eventlog.parts.trim import trim
+
+    name = f"golden-{enc}-trimmed"
+    log.create_stream(StreamHeader(name, 2, SCHEMA, "int64", enc, created=CREATED))
+    with Capture(log, name, 0, 2) as cap:
+        for t in range(3):
+            cap.send(t, rows(t + 1))
+            if t == 1:
+                cap.send(4, rows(9))
+            cap.advance_to(t + 1)
+        cap.send(3, rows(4))
+        cap.advance_to(5)
+    with Capture(log, name, 1, 2) as cap:
+        for t in range(5):
+            cap.send(t, rows(t + 5))
+            cap.advance_to(t + 1)
+    trim(log, name, since=Antichain([3]))
+    return name
+
+
 def main(root: str, version: str) -> None:
+    if version == "2.1":  # the version of retention marks: trimmed streams (the streams' headers say 2.0)
+        log = open_log(root, format="2.0", segment_bytes=1)
+        for enc in ("arrow", "avro"):
+            write_trimmed(log, enc)
+        return
     log = open_log(root, format=version)
     for enc in ("arrow", "avro"):
         write_golden(log, enc)
