@@ -17,6 +17,7 @@ from .errors import EventLogError, InvalidURIError
 from .events import Entry, Event
 from .header import FORMAT_VERSION, StreamHeader
 from .retention import Retention
+from .schema_history import SchemaHistory
 from .uri import scheme_of
 
 SYNC_MODES = ("fsync", "flush", "none")
@@ -240,6 +241,12 @@ class Log(abc.ABC):
     def stored(self, stream: str, part: int, seq: int) -> StoredEvent | None:
         """The bytes event ``seq`` of ``part`` is stored as, unchecked and undecoded (they may be the damage a
         reader reported); None when no whole event ``seq`` is stored or the log cannot tell (the default)."""
+        return None
+
+    def schema_history(self, stream: str) -> SchemaHistory | None:
+        """The stream's schema versions and where each part switched (FORMAT.md §12); None while it has had one
+        schema (the header's), and on logs without schema evolution (the default). ``header()`` gives the
+        current schema."""
         return None
 
     # -- retention (FORMAT.md §10; ``eventlog.parts.trim`` decides what to drop) ------------------------------

@@ -26,7 +26,17 @@ from eventlog.log import with_kind
 from . import index as ix
 from .codec import file_codec
 from .framing import Malformed
-from .layout import HEADER_FILES, LAYOUTS, LOCK_FILE, RETENTION_FILE, RETENTION_LOCK, layout_for, part_number
+from .layout import (
+    HEADER_FILES,
+    LAYOUTS,
+    LOCK_FILE,
+    RETENTION_FILE,
+    RETENTION_LOCK,
+    SCHEMAS_FILE,
+    SCHEMAS_LOCK,
+    layout_for,
+    part_number,
+)
 from .reader import raw_decode_errors, segment_mark
 from .segment import DAMAGED, SegmentFiles, Stop
 from .storage import Storage
@@ -254,7 +264,7 @@ def _stream_layout(st: Storage, sdir: str, header: StreamHeader) -> list[EventLo
             else:
                 problems.append(_problem("layout", f"part folder beyond the stream's {header.peers} peers", stream,
                                          number, path=path))
-        elif number is None and name not in (layout.header_file, RETENTION_FILE, RETENTION_LOCK) \
+        elif number is None and name not in (layout.header_file, RETENTION_FILE, RETENTION_LOCK, SCHEMAS_FILE, SCHEMAS_LOCK) \
                 and not name.endswith(".tmp"):
             what = "a part folder of another format version" if part_number(name) is not None else "unexpected file"
             problems.append(_problem("layout", f"{what} in the stream folder", stream, path=path))

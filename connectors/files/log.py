@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from eventlog.encoding.avro_codecs import DEFAULT_AVRO_CODEC, check_avro_codec  # not avro_rows: no fastavro for Arrow
@@ -36,6 +39,7 @@ from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
 from eventlog.log import PRELOAD_ENV, Log, PartStats, StoredEvent, check_sync_mode
 from eventlog.retention import MAX_RETENTION_BYTES, Retention
+from eventlog.schema_history import MAX_HISTORY_BYTES, SchemaHistory, check_evolution
 from eventlog.uri import local_path
 
 from . import index as ix
@@ -43,11 +47,15 @@ from . import readahead
 from .check import check_layout, check_part, locate_event, segment_after, stored_event
 from .codec import file_codec
 from .framing import Malformed
-from .layout import HEADER_FILES, LAYOUTS, RETENTION_FILE, RETENTION_LOCK, layout_for
+from .layout import HEADER_FILES, LAYOUTS, RETENTION_FILE, RETENTION_LOCK, SCHEMAS_FILE, SCHEMAS_LOCK, layout_for
 from .reader import FilePartReader, io_error
 from .segment import SegmentFiles, Stop
 from .storage import ArrowFsStorage, LocalStorage, S3Storage, Storage, quiet_checksums
 from .writer import FilePartWriter, Recovery
+
+_log = logging.getLogger("eventlog.files")
+_HISTORY_TTL_S = 1.0
+"""How long a log object trusts the schema history it read (readers meeting a newer schema read it again)."""
 
 DEFAULT_SEGMENT_BYTES = 64 << 20
 
@@ -107,6 +115,7 @@ class FileLog(Log):
         self.recoveries: list[Recovery] = []
         """What writers opened through this log object repaired (torn tails cut, indexes rebuilt)."""
         self._headers: dict[str, StreamHeader] = {}
+        self._histories: dict[str, tuple[float, SchemaHistory | None]] = {}  # (when read, history) per stream
 
     # -- streams ---------------------------------------------------------------------------------------
 
@@ -121,6 +130,13 @@ class FileLog(Log):
             raise io_error(e) from None
 
     def header(self, stream: str) -> StreamHeader:
+        """The stream's header with its current schema (the last of its schema history, FORMAT.md §12)."""
+        stored = self.stored_header(stream)
+        history = self.schema_history(stream)
+        return history.header_of(stored, len(history.versions) - 1) if history is not None else stored
+
+    def stored_header(self, stream: str) -> StreamHeader:
+        """The stream's header as created (its first schema)."""
         if stream in self._headers:
             return self._headers[stream]
         try:
@@ -177,9 +193,7 @@ class FileLog(Log):
     def _create_stream(self, header: StreamHeader) -> StreamHeader:
         d = self._stream_dir(header.stream)
         if any(self._st.exists(self._st.join(d, h)) for h in HEADER_FILES):  # created before (in any layout)
-            stored = self.header(header.stream)
-            stored.check_same(header)
-            return stored
+            return self._existing(header)
         made = [p for p in (self.root, d) if not self._st.exists(p)]
         try:
             self._st.make_dirs(d)
@@ -192,9 +206,90 @@ class FileLog(Log):
         if created:
             self._headers[header.stream] = header
             return header
-        stored = self.header(header.stream)
-        stored.check_same(header)
-        return stored
+        return self._existing(header)
+
+    def _existing(self, header: StreamHeader) -> StreamHeader:
+        """The stream ``header`` asks for exists: its current header, once ``header`` is the same or a compatible
+        change of its schema (recorded as a new version, FORMAT.md §12); HeaderMismatchError or
+        SchemaEvolutionError otherwise."""
+        self.schema_history(header.stream, fresh=True)  # a writer compares with what is current now
+        current = self.header(header.stream)
+        if header.schema.equals(current.schema) or current.version[0] < 2:
+            current.check_same(header)
+            return current
+        current.check_same(dataclasses.replace(header, schema=current.schema))  # all but the schema agree
+        return self._evolve(current, header.schema)
+
+    # -- schema history (FORMAT.md §12) -----------------------------------------------------------------------
+
+    def _schemas_path(self, stream: str) -> str:
+        return self._st.join(self._stream_dir(stream), SCHEMAS_FILE)
+
+    def schema_history(self, stream: str, *, fresh: bool = False) -> SchemaHistory | None:
+        stored = self.stored_header(stream)
+        if stored.version[0] < 2:
+            return None
+        cached = self._histories.get(stream)
+        now = time.monotonic()
+        if cached is not None and not fresh and now - cached[0] < _HISTORY_TTL_S:
+            return cached[1]
+        history = self._read_history(stored)[0]
+        self._histories[stream] = (now, history)
+        return history
+
+    def _read_history(self, stored: StreamHeader) -> tuple[SchemaHistory | None, str | None]:
+        path = self._schemas_path(stored.stream)
+        try:
+            data, version = self._st.read_versioned(path, limit=MAX_HISTORY_BYTES + 1)
+        except FileNotFoundError:
+            return None, None
+        except OSError as e:
+            raise io_error(e, stream=stored.stream, path=path) from None
+        return SchemaHistory.from_json(data, stored, path=path), version
+
+    def _update_history(self, stream: str, change: Callable[[SchemaHistory], SchemaHistory]) -> SchemaHistory:
+        """Apply ``change`` to the stream's history and store it: under the stream's lock on a local disk, as a
+        conditional write on S3 (retried when another writer changed it meanwhile)."""
+        stored = self.stored_header(stream)
+        path = self._schemas_path(stream)
+        handle = self._st.lock(self._st.join(self._stream_dir(stream), SCHEMAS_LOCK))
+        try:
+            for _ in range(32):
+                history, version = self._read_history(stored)
+                before = history or SchemaHistory(stream, (stored.schema,))
+                after = change(before)
+                if after == before and history is not None:
+                    return after
+                done, _ = self._st.replace(path, after.to_json(stored), version)
+                if done:
+                    self._histories[stream] = (time.monotonic(), after)
+                    return after
+            raise EventLogError("the schema history kept changing under this writer; open it again", stream=stream)
+        except OSError as e:
+            raise io_error(e, writing=True, stream=stream, path=path) from None
+        finally:
+            self._st.unlock(handle)
+
+    def _evolve(self, current: StreamHeader, schema: pa.Schema) -> StreamHeader:
+        changes = check_evolution(current.schema, schema, stream=current.stream)
+
+        def add(history: SchemaHistory) -> SchemaHistory:
+            check_evolution(history.current, schema, stream=current.stream)  # against what is current now
+            return history.with_version(schema)[0]
+
+        history = self._update_history(current.stream, add)
+        _log.info("stream %r: schema changed (%s)", current.stream, "; ".join(changes))
+        return history.header_of(self.stored_header(current.stream), len(history.versions) - 1)
+
+    def _note_writer_schema(self, stream: str, part: int, seq: int, header: StreamHeader) -> None:
+        """Record that ``part`` writes with ``header``'s schema from ``seq`` on (when it did not already)."""
+        history = self.schema_history(stream, fresh=True)
+        if history is None:
+            return  # one schema: nothing to record
+        version = history.version_of(header.schema)
+        if version is None or (history.version_at(part, seq) == version and part in history.switches):
+            return
+        self._update_history(stream, lambda h: h.with_switch(part, seq, h.version_of(header.schema) or 0))
 
     def _part_dir(self, header: StreamHeader, part: int) -> str:
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < header.peers:
@@ -396,15 +491,23 @@ class FileLog(Log):
     # -- parts -----------------------------------------------------------------------------------------
 
     def writer(self, stream: str, part: int, *, sync: str | None = None, continues: bool = False) -> FilePartWriter:
-        header = self.header(stream)
+        header = self.header(stream)  # writes with the current schema
         header.check_writable(_WRITABLE[header.version[0]])
-        return FilePartWriter(self, header, part, check_sync_mode(sync or self.sync_mode), continues=continues)
+        w = FilePartWriter(self, header, part, check_sync_mode(sync or self.sync_mode), continues=continues)
+        try:
+            self._note_writer_schema(stream, part, w.next_seq, header)
+        except BaseException:
+            w.close()
+            raise
+        return w
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> FilePartReader:
         if start < 1:
             raise ValueError(f"sequence ids start at 1, got start={start}")
-        header = self.header(stream)
-        return FilePartReader(self._st, header, self._part_dir(header, part), part, start, progress_only)
+        header = self.stored_header(stream)
+        return FilePartReader(self._st, header, self._part_dir(header, part), part, start, progress_only,
+                              history=self.schema_history(stream),
+                              reload=lambda: self.schema_history(stream, fresh=True))
 
 
 def _count_events(f: SegmentFiles) -> int:

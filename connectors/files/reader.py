@@ -10,9 +10,10 @@ grow, and bytes that are not a whole event yet are a torn tail or an event being
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import zstandard
@@ -22,13 +23,14 @@ from eventlog.errors import CorruptLogError, EventLogError, SequenceError, Stora
 from eventlog.events import Entry, Messages
 from eventlog.header import StreamHeader
 from eventlog.log import PartReader
-from eventlog.writer_mark import WriterMark, mark_of
+from eventlog.schema_history import SchemaHistory
+from eventlog.writer_mark import EPOCH_KEY, WRITER_KEY, WriterMark, mark_of, parse_mark
 
 from . import index as ix
 from . import readahead
 from .codec import file_codec
 from .framing import Malformed
-from .layout import layout_for
+from .layout import PartListing, Span, layout_for
 from .readahead import BadChecksum, ReadAhead
 from .segment import Place, SegmentFiles, Stop
 from .storage import Storage
@@ -81,11 +83,74 @@ def io_error(e: OSError, *, writing: bool = False, path: str | None = None, **wh
 def segment_mark(codec: EventCodec, prefix: "bytes | memoryview | pa.Buffer", **where: object) -> WriterMark:
     """The writer mark (epoch and id) a segment's prefix carries; epoch 0 for segments without one (written
     before format 1.2). Damage raises CorruptLogError naming ``where``."""
+    return segment_runs(codec, prefix, **where)[-1][1]
+
+
+EPOCHS_KEY = "eventlog.epochs"
+"""Metadata key of a compacted segment (FORMAT.md §11): the writer mark of each run of its events, as JSON
+``[[first_seq, epoch, writer or null], …]``."""
+
+Runs = list[tuple[int, WriterMark]]
+"""``(first_seq, mark)`` of each run of a segment's events written by one writer incarnation, ascending."""
+
+
+def segment_runs(codec: EventCodec, prefix: "bytes | memoryview | pa.Buffer", *, first: int | None = None,
+                 last: int | None = None, **where: object) -> Runs:
+    """The writer mark of each run of a segment's events: one run (the prefix's mark, §3.1) for a plain segment,
+    the ``eventlog.epochs`` runs of a compacted segment holding ``first … last`` (§11). Damage (a malformed value,
+    runs out of order or outside the segment, epochs going down, a plain segment with runs, a compacted one
+    without, a prefix mark other than the last run's) raises CorruptLogError naming ``where``."""
     try:
         meta = codec.segment_metadata(memoryview(prefix) if isinstance(prefix, pa.Buffer) else prefix)
     except CorruptLogError as e:
         raise relocate(e, offset=0, **where) from None
-    return mark_of(meta, what="segment metadata", offset=0, **where)  # type: ignore[arg-type]
+    mark = mark_of(meta, what="segment metadata", offset=0, **where)  # type: ignore[arg-type]
+    raw = meta.get(EPOCHS_KEY.encode())
+    if last is None:
+        if raw is not None:
+            raise CorruptLogError(f"a segment that is not compacted carries {EPOCHS_KEY}", offset=0,
+                                  **where)  # type: ignore[arg-type]
+        return [(first or 0, mark)]
+    assert first is not None
+
+    def bad(why: str) -> CorruptLogError:
+        return CorruptLogError(f"compacted segment has a malformed {EPOCHS_KEY}: {why}", offset=0,
+                               **where)  # type: ignore[arg-type]
+
+    if raw is None:
+        raise bad("the key is missing")
+    try:
+        doc = json.loads(bytes(raw))
+    except (ValueError, UnicodeDecodeError):
+        raise bad("not JSON") from None
+    if not isinstance(doc, list) or not doc or len(doc) > last - first + 1:
+        raise bad("not a list of 1 to (last - first + 1) runs")
+    runs: Runs = []
+    for item in doc:
+        if not (isinstance(item, list) and len(item) == 3 and type(item[0]) is int and type(item[1]) is int
+                and (item[2] is None or isinstance(item[2], str))):
+            raise bad(f"run {str(item)[:60]} is not [first_seq, epoch, writer or null]")
+        seq, epoch, writer = item
+        run = parse_mark(str(epoch).encode(), None if writer is None else writer.encode("utf-8", "replace"),
+                         what=f"compacted segment's run at seq {seq}", present=(True, writer is not None),
+                         offset=0, **where)  # type: ignore[arg-type]
+        if not runs and seq != first:
+            raise bad(f"its first run starts at seq {seq}, the segment at {first}")
+        if runs and not runs[-1][0] < seq <= last:
+            raise bad(f"run at seq {seq} is not after the one before it and inside {first} … {last}")
+        if runs and run.epoch < runs[-1][1].epoch:
+            raise bad(f"writer epoch {run.epoch} at seq {seq} is lower than {runs[-1][1].epoch} before it")
+        if runs and run == runs[-1][1]:
+            raise bad(f"run at seq {seq} has the mark of the run before it")
+        runs.append((seq, run))
+    if mark != runs[-1][1]:
+        raise bad(f"the segment's {EPOCH_KEY}/{WRITER_KEY} are not those of its last run")
+    return runs
+
+
+def runs_value(runs: Runs) -> bytes:
+    """The ``eventlog.epochs`` value recording ``runs`` (compact JSON)."""
+    return json.dumps([[seq, m.epoch, m.writer] for seq, m in runs], separators=(",", ":")).encode()
 
 
 class _Cursor:
@@ -102,8 +167,13 @@ class _Cursor:
         """The next segment exists and the files were reopened since: the segment is finished."""
         self.mapped: pa.Buffer | None = None
         self.decoder: SegmentDecoder | None = None
-        self.epoch: int | None = None
-        """The writer epoch of the segment (read with its prefix)."""
+        self.runs: Runs | None = None
+        """The writer mark of each run of the segment's events (read with its prefix; one run unless compacted)."""
+        self.run_i = 0
+        self.run_end = 0
+        """The first seq after the run ``run_i`` (the run of the last event stepped over)."""
+        self.run_epoch = 0
+        """The writer epoch of that run."""
         self.blocks: list[tuple[int, int]] | None = [] if files.layout.seals and files.encoding == "arrow" else None
         """``(offset, length)`` of every event read from the segment (2.x Arrow: checked against its footer)."""
         self.ahead: ReadAhead | None = None
@@ -111,6 +181,32 @@ class _Cursor:
         self.primed = False
         """``prefetch`` opened the segment's files again, framed its prefix and started its first events: the
         first read begins there (as if it had begun at the prefetch) instead of reopening the files."""
+        if files.last_seq is not None:
+            self.sealed = True  # a compacted segment is written whole before it is named: finished from the start
+
+    def set_runs(self, runs: Runs) -> None:
+        self.runs = runs
+        self.run_i = 0
+        self.run_end = runs[1][0] if len(runs) > 1 else 1 << 64
+        self.run_epoch = runs[0][1].epoch
+
+    def epoch_at(self, seq: int) -> int:
+        """The writer epoch of event ``seq`` of the segment."""
+        assert self.runs is not None
+        epoch = self.runs[0][1].epoch
+        for first, mark in self.runs:
+            if first > seq:
+                break
+            epoch = mark.epoch
+        return epoch
+
+    def advance(self, seq: int) -> None:
+        """Step the run to the one holding ``seq`` (at or after the current one)."""
+        assert self.runs is not None
+        while seq >= self.run_end:
+            self.run_i += 1
+            self.run_epoch = self.runs[self.run_i][1].epoch
+            self.run_end = self.runs[self.run_i + 1][0] if self.run_i + 1 < len(self.runs) else 1 << 64
 
     def drop_ahead(self) -> None:
         """Forget the events being decoded ahead (they are decoded again, in place, if read)."""
@@ -134,18 +230,22 @@ class FilePartReader(PartReader):
     """Reads one part across its segments, verifying every indexed event's checksum before decoding it."""
 
     def __init__(self, st: Storage, header: StreamHeader, part_dir: str, part: int, start: int,
-                 progress_only: bool) -> None:
+                 progress_only: bool, *, history: "SchemaHistory | None" = None,
+                 reload: "Callable[[], SchemaHistory | None] | None" = None) -> None:
         self._st = st
         self.header = header
         self.stream = header.stream
         self.part = part
         self._codec = file_codec(header)
+        self._history = history
+        self._reload = reload  # the log's schema history read again (a writer may change the schema meanwhile)
+        self._codecs: dict[int, EventCodec] = {0: self._codec}  # per schema version (FORMAT.md §12)
         self._layout = layout_for(header.version)
         self._dir = part_dir
         self._next = start
         self._progress_only = progress_only
         self._cur: _Cursor | None = None
-        self._known: list[int] = []
+        self._listing: PartListing | None = None
         self._prev_epoch: tuple[int, str] | None = None  # (epoch, path) of the last segment read
         self.epoch = 0
         self._ahead_depth = 0 if progress_only or header.encoding != "arrow" else readahead.depth()
@@ -161,35 +261,70 @@ class FilePartReader(PartReader):
 
     # -- segments --------------------------------------------------------------------------------------
 
-    def _list(self) -> list[int]:
-        self._known = self._layout.list_segments(self._st, self._dir, self.header.encoding)
-        return self._known
+    def _list(self) -> PartListing:
+        self._listing = self._layout.list_part(self._st, self._dir, self.header.encoding)
+        return self._listing
 
     def _open_cursor(self) -> bool:
         # moving on to a segment already listed (the usual step after a finished one) lists nothing
-        segs = self._known if self._next in self._known else self._list()
-        candidates = [s for s in segs if s <= self._next]
-        if not candidates:
-            if segs:
-                raise SequenceError(
-                    f"events before seq {segs[0]} are not in the log (asked for seq {self._next})",
-                    stream=self.stream, part=self.part, seq=self._next,
-                )
-            return False
-        try:
-            files = SegmentFiles(self._st, self._dir, candidates[-1], self._layout, self.header.encoding,
-                                 stream=self.stream, part=self.part)
-        except FileNotFoundError:  # removed since listed (a writer dropping an empty segment): next poll
-            self._known = []
-            return False
-        self._cur = _Cursor(files)
-        return True
+        listing = self._listing
+        if listing is None or (span := listing.holding(self._next)) is None or not span.holds(self._next):
+            listing = self._list()
+        for attempt in range(2):
+            span = listing.holding(self._next)
+            if span is None:
+                if listing.spans and attempt == 0:  # a listing is no snapshot: a compaction may have run under it
+                    listing = self._list()
+                    continue
+                if listing.spans:
+                    raise SequenceError(
+                        f"events before seq {listing.spans[0].first} are not in the log (asked for seq {self._next})",
+                        stream=self.stream, part=self.part, seq=self._next,
+                    )
+                return False
+            try:
+                files = SegmentFiles(self._st, self._dir, span.first, self._layout, self.header.encoding,
+                                     stream=self.stream, part=self.part, last=span.last)
+            except FileNotFoundError:
+                # removed since listed: a writer dropping an empty segment (next poll), or a compaction that
+                # replaced it (the listing now has the compacted segment)
+                listing = self._list()
+                continue
+            self._cur = _Cursor(files)
+            return True
+        self._listing = None
+        return False
 
-    def _segment_after(self, first: int) -> int | None:
-        later = [s for s in self._known if s > first]
-        if not later:
-            later = [s for s in self._list() if s > first]
-        return later[0] if later else None
+    def _has_later(self, cur: _Cursor) -> bool:
+        """Whether a segment after ``cur``'s exists (then ``cur``'s is finished): one starting later, or a compacted
+        one holding it (a compaction takes only finished segments)."""
+        first, plain = cur.first_seq, cur.files.last_seq is None
+
+        def later(listing: PartListing) -> bool:
+            return any(f > first for f in listing.plain) or any(
+                a > first or (plain and a <= first <= b) for a, b in listing.compacted)
+
+        return (self._listing is not None and later(self._listing)) or later(self._list())
+
+    def _next_span(self, cur: _Cursor) -> Span | None:
+        """The segment in force holding ``cur.seq`` (the event after ``cur``'s last), other than ``cur``'s; None
+        when there is none (a gap)."""
+        def find(listing: PartListing) -> Span | None:
+            span = listing.holding(cur.seq)
+            if span is None or (span.first == cur.first_seq and span.last == cur.files.last_seq):
+                return None
+            return span if span.first == cur.seq or (span.last is not None and span.first <= cur.seq) else None
+
+        found = find(self._listing) if self._listing is not None else None
+        # a listing is no snapshot: a file created while it ran may be missing from it (ext4 lists in hash order),
+        # while a later one is there. A listing started now holds every segment created before the one seen.
+        return found if found is not None else find(self._list())
+
+    def _moved(self, cur: _Cursor | None) -> bool:
+        """After ``cur``'s files vanished while being read: True when a compacted segment now holds the next event
+        to read (a compaction replaced the segment; reading goes on there), False otherwise."""
+        span = self._list().covering(self._next)
+        return span is not None and (cur is None or (span.first, span.last) != (cur.first_seq, cur.files.last_seq))
 
     def __iter__(self) -> Iterator[Entry]:
         self.tail_problem = None
@@ -204,38 +339,44 @@ class FilePartReader(PartReader):
                 return
             cur = self._cur
             assert cur is not None
-            if cur.primed:
-                cur.primed = False
-            elif not cur.sealed and cur.seq == cur.first_seq:
-                # no event read from it yet: open it again, in case a recovering writer removed it (it held
-                # no whole event) and a new session created a segment of the same name
-                try:
-                    cur.reopen(forget_prefix=True)
-                except FileNotFoundError:
-                    self.close()
-                    return
-                cur.offset = None
-                cur.decoder = None
-                cur.epoch = None
-            yield from self._read(cur)
-            if not cur.sealed:
-                if self._segment_after(cur.first_seq) is None:
-                    return
-                # the next segment exists, so this one was closed before it was created: read it again,
-                # from freshly opened files, to its end; anything short of a clean end is damage
-                cur.reopen()
-                cur.sealed = True
+            try:
+                if cur.primed:
+                    cur.primed = False
+                elif not cur.sealed and cur.seq == cur.first_seq:
+                    # no event read from it yet: open it again, in case a recovering writer removed it (it held
+                    # no whole event) and a new session created a segment of the same name
+                    try:
+                        cur.reopen(forget_prefix=True)
+                    except FileNotFoundError:
+                        self.close()
+                        if self._moved(None):  # a compaction replaced it: read on from the compacted segment
+                            continue
+                        return
+                    cur.offset = None
+                    cur.decoder = None
+                    cur.runs = None
                 yield from self._read(cur)
-            nxt = self._segment_after(cur.first_seq)
-            if nxt != cur.seq:
-                # a listing is no snapshot: a file created while it ran may be missing from it (ext4 lists
-                # in hash order), while a later one is there. A listing started now holds every segment
-                # created before the one seen.
-                self._list()
-                nxt = self._segment_after(cur.first_seq)
-            if nxt != cur.seq:
+                if not cur.sealed:
+                    if not self._has_later(cur):
+                        return
+                    # the next segment exists, so this one was closed before it was created: read it again,
+                    # from freshly opened files, to its end; anything short of a clean end is damage
+                    cur.reopen()
+                    cur.sealed = True
+                    yield from self._read(cur)
+            except OSError:
+                # the segment vanished under the reader (an object store's read fails, or the reopen finds no
+                # file): a compaction removed it once its compacted copy was whole. Read on from that copy at the
+                # next event, which no event before it was delivered past; anything else is an error
+                if not self._moved(cur):
+                    raise
+                self.close()
+                continue
+            nxt = self._next_span(cur)
+            if nxt is None:
+                later = [s.first for s in (self._listing.spans if self._listing else []) if s.first > cur.first_seq]
                 raise SequenceError(
-                    f"segment ends at seq {cur.seq - 1} but the next segment starts at {nxt}",
+                    f"segment ends at seq {cur.seq - 1} but the next segment starts at {later[0] if later else None}",
                     stream=self.stream, part=self.part, seq=cur.seq, path=cur.files.data_path,
                 )
             cur.close()
@@ -277,6 +418,7 @@ class FilePartReader(PartReader):
         f.refresh()
         if cur.offset is None and not self._frame(cur):
             return
+        path = f.data_path
         while True:
             try:
                 step = f.next_place(cur.seq, cur.offset)
@@ -295,11 +437,14 @@ class FilePartReader(PartReader):
                 entry = self._decode(cur, step)
             if cur.blocks is not None:
                 cur.blocks.append((step.offset, step.length))
+            if step.seq >= cur.run_end:  # the next run of a compacted segment (another writer incarnation)
+                cur.advance(step.seq)
+                self._prev_epoch = (cur.run_epoch, path)
             cur.seq, cur.offset = step.seq + 1, step.end
             if step.seq >= self._next:
                 self._next = step.seq + 1
             if entry is not None:
-                self.epoch = cur.epoch or 0
+                self.epoch = cur.run_epoch
                 yield entry
         self._at_stop(cur, step)
 
@@ -316,28 +461,59 @@ class FilePartReader(PartReader):
                 raise f.error("finished segment ends inside its prefix", offset=0)
             return False
         cur.offset = prefix
-        if cur.epoch is None:
-            cur.epoch = self._segment_epoch(cur, prefix)
+        if cur.runs is None:
+            self._segment_epoch(cur, prefix)
         return True
 
     def _segment_decoder(self, cur: _Cursor) -> SegmentDecoder:
         """A decoder of the events of ``cur``'s segment, built from its mapped prefix."""
         assert cur.mapped is not None  # mapped before any event of the segment is decoded
-        return self._codec.segment_decoder(cur.mapped.slice(0, cur.files.prefix_len or 0), part=self.part)
+        prefix = cur.mapped.slice(0, cur.files.prefix_len or 0)
+        try:
+            return self._codec_of(cur).segment_decoder(prefix, part=self.part)
+        except CorruptLogError:
+            if self._reload is None or not self._history_changed():
+                raise
+            return self._codec_of(cur).segment_decoder(prefix, part=self.part)  # a schema recorded since we opened
 
-    def _segment_epoch(self, cur: _Cursor, prefix_len: int) -> int:
-        """The segment's writer epoch, checked against the segment read before it (epochs never decrease)."""
+    def _history_changed(self) -> bool:
+        """Read the schema history again; True when it differs from the one this reader had."""
+        assert self._reload is not None
+        history = self._reload()
+        if history == self._history:
+            return False
+        self._history = history
+        return True
+
+    def _codec_of(self, cur: _Cursor) -> EventCodec:
+        """The codec of the schema version the segment was written with (the part's switches, FORMAT.md §12):
+        a segment begins a writer session, and a session writes one schema."""
+        if self._history is None:
+            return self._codec
+        version = self._history.version_at(self.part, cur.files.first_seq)
+        codec = self._codecs.get(version)
+        if codec is None:
+            codec = self._codecs[version] = file_codec(self._history.header_of(self.header, version))
+        return codec
+
+    def _segment_epoch(self, cur: _Cursor, prefix_len: int) -> None:
+        """Read the writer mark of each run of the segment's events; the epoch where reading begins is checked
+        against the segment read before it (epochs never decrease)."""
         f = cur.files
-        epoch = segment_mark(self._codec, f.read(0, prefix_len), stream=self.stream, part=self.part,
-                             path=f.data_path).epoch
+        runs = segment_runs(self._codec_of(cur), f.read(0, prefix_len), first=cur.first_seq, last=f.last_seq,
+                            stream=self.stream, part=self.part, path=f.data_path)
+        cur.set_runs(runs)
+        epoch = cur.epoch_at(max(cur.first_seq, self._next))
         if self._prev_epoch is not None and epoch < self._prev_epoch[0]:
             raise f.error(f"segment has writer epoch {epoch}, lower than epoch {self._prev_epoch[0]} of the segment "
                           f"before it ({self._prev_epoch[1]}): two writer histories are interleaved", offset=0)
         self._prev_epoch = (epoch, f.data_path)
-        return epoch
 
     def _at_stop(self, cur: _Cursor, stop: Stop) -> None:
         f = cur.files
+        if f.last_seq is not None and cur.seq != f.last_seq + 1 and not stop.problem:
+            raise f.error(f"compacted segment named to hold seq {f.first_seq} … {f.last_seq} ends at seq "
+                          f"{cur.seq - 1}", seq=cur.seq, offset=stop.offset)
         beyond = f.index_beyond(cur.seq)
         extra_entries = beyond is not None and "partial" not in beyond  # whole entries past the events
         if stop.eos:

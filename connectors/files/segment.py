@@ -64,18 +64,24 @@ class SegmentFiles:
     """The data file and index of the segment ``first_seq`` of one part, opened for reading."""
 
     def __init__(self, st: Storage, part_dir: str, first_seq: int, layout: Layout, encoding: str, *,
-                 stream: str, part: int) -> None:
+                 stream: str, part: int, last: int | None = None) -> None:
         self._st = st
         self._dir = part_dir
         self.layout = layout
         self.first_seq = first_seq
+        self.last_seq = last
+        """The last sequence id of a compacted segment (FORMAT.md §11: its name says it), None for a plain one."""
         self.encoding = encoding
         self.stream, self.part = stream, part
-        self.sealed_path = st.join(part_dir, layout.sealed_name(first_seq, encoding))
-        """The data file's name once sealed (2.x; 1.x segments keep one name)."""
-        self.open_path = st.join(part_dir, layout.open_name(first_seq, encoding))
-        """The data file's name while a writer appends to it."""
-        self.index_path = st.join(part_dir, layout.index_name(first_seq))
+        if last is not None:  # written whole under its one name
+            self.sealed_path = self.open_path = st.join(part_dir, layout.compacted_name(first_seq, last, encoding))
+            self.index_path = st.join(part_dir, layout.compacted_index_name(first_seq, last))
+        else:
+            self.sealed_path = st.join(part_dir, layout.sealed_name(first_seq, encoding))
+            """The data file's name once sealed (2.x; 1.x segments keep one name)."""
+            self.open_path = st.join(part_dir, layout.open_name(first_seq, encoding))
+            """The data file's name while a writer appends to it."""
+            self.index_path = st.join(part_dir, layout.index_name(first_seq))
         self.data_path = self.sealed_path
         self.is_sealed = False
         """The data file was opened under its sealed name (2.x): its writer finished it."""
@@ -86,7 +92,8 @@ class SegmentFiles:
     def _open_data(self) -> ReadFile:
         """Open the data file under its sealed name, else its open name (a 2.x writer renames it once sealed:
         the sealed name is tried again after the open one)."""
-        paths = [self.sealed_path] if not self.layout.seals else [self.sealed_path, self.open_path, self.sealed_path]
+        paths = ([self.sealed_path] if not self.layout.seals or self.last_seq is not None
+                 else [self.sealed_path, self.open_path, self.sealed_path])
         for i, path in enumerate(paths):
             try:
                 f = self._st.open_read(path)

@@ -29,11 +29,14 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING, Callable, Iterator
 
+import pyarrow as pa
+
 from ..antichain import Antichain
-from ..errors import EventLogError, SequenceError
+from ..errors import EventLogError, SchemaMismatchError, SequenceError
 from ..events import Entry, Messages
 from ..header import StreamHeader
 from ..retention import TrimmedError
+from ..schema_history import conform
 from ..time import Time
 from .committed import CommittedPart, check_isolation
 from .rules import PartProgress
@@ -104,6 +107,7 @@ class CheckedPart:
                      if track_progress and (self.committed is None or report is not None) else None)
         """The rules applied to raw events where the committed view does not apply them."""
         self._first = first
+        self._schema = header.schema
         self.start = start
         scan_ts = since_ts
         seek = getattr(log, "seq_for_timestamp", None)
@@ -296,6 +300,9 @@ class CheckedPart:
                 and self.retention.drops(entry.event.time):
             self.trimmed += 1  # a time the trim dropped, sent before the part finished an earlier one
             return False
+        if isinstance(entry.event, Messages) and entry.event.records.schema is not self._schema \
+                and not entry.event.records.schema.equals(self._schema):
+            entry = self._conformed(entry)
         if self._report is not None:
             self._check_reporting(entry)
             self._queue.append(entry)
@@ -311,6 +318,20 @@ class CheckedPart:
                 self._raw.progress(entry.seq, ev.updates)
         self._queue.append(entry)
         return False
+
+    def _conformed(self, entry: Entry) -> Entry:
+        """``entry``'s records as records of the schema this reader hands out (the stream's current one, or the
+        one ``header`` names): written with an earlier schema of the stream (FORMAT.md §12), converted."""
+        ev = entry.event
+        assert isinstance(ev, Messages)
+        try:
+            records = conform(ev.records, self._schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise SchemaMismatchError(
+                f"event {entry.seq} was written with a schema this reader cannot convert to its own ({e}); the "
+                "stream's schema changed since the reader opened it: open it again", stream=self.stream,
+                part=self.part, seq=entry.seq) from None
+        return Entry(entry.seq, Messages(ev.time, records), entry.ts)
 
     def _broken(self, error: EventLogError) -> None:
         """A rule is broken: raise ``error``, or, reporting, report it and go on."""

@@ -44,6 +44,7 @@ def info(uri: str, stream: str, as_json: bool) -> None:
         parts = [summarise_part(log, header, p, progress_only=True, advance=advance) for p in peers]
     frontier = merged_frontier(p.frontier for p in parts)
     mark = log.retention(stream)
+    history = log.schema_history(stream)
     doc: dict[str, Any] = {
         "stream": header.stream,
         "version": f"{header.version[0]}.{header.version[1]}",
@@ -56,6 +57,11 @@ def info(uri: str, stream: str, as_json: bool) -> None:
                      for k, v in (header.schema.metadata or {}).items()},
         "frontier": frontier_json(frontier),
         "retained": None if mark is None else {"since": frontier_json(mark.since), "trimmed": mark.trimmed},
+        "schema_versions": None if history is None else [
+            {"fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema],
+             "parts": {str(p): [s for s, v in runs if v == i] for p, runs in sorted(history.switches.items())
+                       if any(v == i for _, v in runs)}}
+            for i, schema in enumerate(history.versions)],
         "parts": [
             {
                 "part": p.part,
@@ -90,6 +96,9 @@ def _print_tables(doc: dict[str, Any], metadata: dict, part_frontiers: list[str]
         ("time", doc["time"]), ("encoding", doc["encoding"]), ("created", doc["created"]), ("frontier", frontier),
     ):
         head.add_row(key, Text(value))
+    if doc["schema_versions"]:  # the schema changed (FORMAT.md §12): the table below is the current one
+        n = len(doc["schema_versions"])
+        head.add_row("schemas", Text(f"{n} versions; records of earlier ones are read as the current one (below)"))
     if doc["retained"] is not None:  # a trim dropped the times before this frontier (FORMAT.md §10)
         since = json.dumps(doc["retained"]["since"], separators=(",", ":"))
         head.add_row("retained", Text(f"times from {since} on (older ones trimmed {doc['retained']['trimmed']})"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 from tests.support.cli import ENV, replay_cli
 
@@ -39,6 +40,7 @@ def test_top_shows_each_parts_frontier_and_state(tmp_path, writers):
     assert rows["1"][1:4] == ["1", "holding", "back"]
     assert rows["2"][1:3] == ["finished", "finished"]
     assert "rec/s" in out and "B/s" in out
+    time.sleep(0.2)  # parts 0 and 1 have now been idle longer than --stall-after (the first look may be fast)
     out = replay_cli("top", uri, "-n", "1", "--stall-after", "0.1").stdout
     assert "stalled" in out, out  # parts 0 and 1 wrote nothing since
 
