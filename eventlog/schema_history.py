@@ -99,6 +99,18 @@ def check_evolution(current: pa.Schema, new: pa.Schema, *, stream: str | None = 
     return changes
 
 
+def evolution_of(current: StreamHeader, wanted: StreamHeader) -> list[str]:
+    """What a writer that asks for ``wanted`` changes of the existing stream ``current`` (its current header): ``[]``
+    when the schemas are the same; else the changes (``check_evolution``), for a stream that can evolve (format
+    2.x). ``HeaderMismatchError`` when anything but the schema differs or the stream is of format 1.x,
+    ``SchemaEvolutionError`` for an incompatible change."""
+    if wanted.schema.equals(current.schema) or current.version[0] < 2:
+        current.check_same(wanted)
+        return []
+    current.check_same(dataclasses.replace(wanted, schema=current.schema))  # all but the schema agree
+    return check_evolution(current.schema, wanted.schema, stream=current.stream)
+
+
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``batch`` (written with an earlier schema of the stream) as a batch of ``schema``: columns it lacks are
     null, widened ones cast (safely: a value that does not fit raises), dropped ones left out, in ``schema``'s
@@ -167,6 +179,14 @@ class SchemaHistory:
         runs = [r for r in self.switches.get(part, ()) if r[0] < seq] + [(seq, version)]
         return dataclasses.replace(self, switches={**self.switches, part: tuple(runs)})
 
+    def switch_for(self, part: int, seq: int, schema: pa.Schema) -> int | None:
+        """The version a writer of ``part`` that writes ``schema`` from ``seq`` on must record a switch to, or
+        None when the history already says so (or ``schema`` is no version of it)."""
+        version = self.version_of(schema)
+        if version is None or (self.version_at(part, seq) == version and (part in self.switches or version == 0)):
+            return None
+        return version
+
     # -- stored form ---------------------------------------------------------------------------------------
 
     def to_json(self, header: StreamHeader) -> bytes:
@@ -228,8 +248,30 @@ class SchemaHistory:
         return SchemaHistory(header.stream, versions, switches)
 
 
+def merge_histories(a: "SchemaHistory | None", b: SchemaHistory) -> SchemaHistory:
+    """The union of two snapshots of one stream's history (Kafka keeps every snapshot a writer appended): the
+    versions of ``a`` then those only ``b`` has, and every part's switches of both (renumbered), in seq order."""
+    if a is None:
+        return b
+    versions = list(a.versions)
+    fps = [fingerprint(v) for v in versions]
+    index = {}
+    for i, v in enumerate(b.versions):
+        fp = fingerprint(v)
+        if fp not in fps:
+            versions.append(v)
+            fps.append(fp)
+        index[i] = fps.index(fp)
+    switches = {p: dict(runs) for p, runs in a.switches.items()}
+    for p, runs in b.switches.items():
+        for seq, v in runs:
+            switches.setdefault(p, {})[seq] = index[v]
+    return SchemaHistory(a.stream, tuple(versions), {p: tuple(sorted(r.items())) for p, r in switches.items()})
+
+
 def _identity(header: StreamHeader) -> str:
     return f"{header.created} peers={header.peers} time={header.time_type.name} encoding={header.encoding}"
 
 
-__all__ = ["MAX_HISTORY_BYTES", "SchemaEvolutionError", "SchemaHistory", "check_evolution", "conform", "fingerprint"]
+__all__ = ["MAX_HISTORY_BYTES", "SchemaEvolutionError", "SchemaHistory", "check_evolution", "conform", "evolution_of",
+           "fingerprint", "merge_histories"]

@@ -17,14 +17,13 @@ import collections
 import zlib
 from typing import Any
 
-from eventlog.encoding import codec_for
 from eventlog.errors import CorruptLogError, EventLogError, HeaderMismatchError, SequenceError
 from eventlog.header import StreamHeader
 from eventlog.log import with_kind
 
 from .history import WriterHistory
 from .reader import scan_partition
-from .records import Frame, check_event
+from .records import Frame, RecordDecoders, check_event
 
 MAX_PROBLEMS = 50
 """Problems reported per part before the check stops reading it."""
@@ -51,8 +50,7 @@ class _PartCheck:
         self.stream = header.stream
         self.topic = log.target.topic(self.stream)
         self.version = 2 if header.version[0] >= 2 else 1
-        codec = codec_for(header)
-        self.decoder = codec.record_decoder() if self.version == 2 else codec.standalone_decoder()
+        self.decoders = RecordDecoders(log.stored_header(self.stream), part, log.schema_history(self.stream))
         self.history = WriterHistory(self.stream, part)
         self.next_seq: int | None = None  # the sequence id the next event must carry (None before the first)
         self.seen: collections.OrderedDict[int, tuple[int, int]] = collections.OrderedDict()  # seq -> (offset, crc)
@@ -117,7 +115,7 @@ class _PartCheck:
 
     def header_record(self, rec: Frame) -> None:
         try:
-            self.log._header_record(rec, self.topic, self.part, self.stream).check_same(self.header)
+            self.log._header_record(rec, self.topic, self.part, self.stream).check_same(self.log.stored_header(self.stream))
         except HeaderMismatchError as e:
             self.problems.append(with_kind(HeaderMismatchError(
                 f"header record of partition {self.part} disagrees with the stream header: {e.reason}",
@@ -145,7 +143,7 @@ class _PartCheck:
         if len(self.seen) > _REMEMBERED:
             self.seen.popitem(last=False)
         try:
-            got, event = self.decoder.decode(body)
+            got, event = self.decoders.decode(seq, body)
             check_event(rec, i, got, event, stream=self.stream, part=self.part)
         except CorruptLogError as e:
             self.problems.append(CorruptLogError(e.reason, **self.where(rec.offset, seq)))

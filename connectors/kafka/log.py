@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -37,6 +38,8 @@ from eventlog.errors import (
 from eventlog.header import StreamHeader, check_stream_name
 from eventlog.log import Log, PartStats, StoredEvent, check_sync_mode
 from eventlog.retention import MAX_RETENTION_BYTES, Retention
+from eventlog.schema_history import SchemaHistory, evolution_of
+from eventlog.schema_history import merge_histories as _merge
 
 from .check import check_part, record_name
 from .config import KafkaTarget, last_complaint, parse_kafka_uri
@@ -60,6 +63,9 @@ _META = "__meta"
 starts with ``_``, so it never holds a stream. One partition; records keyed ``header`` (a copy of the stream
 header, for when partition 0 lost its start to a trim) and ``retention`` (a mark; the one that covers the others
 is in force). FORMAT.md §10."""  # the runtime's channel topics: prefix.job.g000001
+_log = logging.getLogger("eventlog.kafka")
+_HISTORY_TTL_S = 1.0
+"""How long a log object trusts the schema history it read (readers meeting a newer schema read it again)."""
 _HEADER_WAIT = 10.0  # seconds to wait for the header records of a stream another writer is creating
 _MARKER_WAIT = 0.25  # seconds a tail read waits for the markers of a transaction committed a moment ago
 _CALL_SLICE = 3.0  # seconds one cluster call may wait before it is asked again (within the log's timeout)
@@ -119,6 +125,7 @@ class KafkaLog(Log):
         except KafkaException as e:
             raise InvalidURIError(f"bad kafka settings for {uri!r}: {e.args[0].str()}") from None
         self._headers: dict[str, StreamHeader] = {}
+        self._histories: dict[str, tuple[float, SchemaHistory | None]] = {}  # (when read, history) per stream
         self._consumer = None  # for metadata and scans; made on first use
         self._shared_producer: Producer | None = None
         self._plain_producer: Producer | None = None  # header records only (_header_producer)
@@ -295,6 +302,13 @@ class KafkaLog(Log):
         return last.ts / 1000 if last is not None else None
 
     def header(self, stream: str) -> StreamHeader:
+        """The stream's header with its current schema (the last of its schema history, FORMAT.md §12)."""
+        stored = self.stored_header(stream)
+        history = self.schema_history(stream)
+        return history.header_of(stored, len(history.versions) - 1) if history is not None else stored
+
+    def stored_header(self, stream: str) -> StreamHeader:
+        """The stream's header as created (its first schema)."""
         if stream in self._headers:
             return self._headers[stream]
         topic = self.target.topic(check_stream_name(stream))
@@ -384,6 +398,55 @@ class KafkaLog(Log):
                 return header
         return None
 
+    def schema_history(self, stream: str, *, fresh: bool = False) -> SchemaHistory | None:
+        stored = self.stored_header(stream)
+        cached = self._histories.get(stream)
+        now = time.monotonic()
+        if cached is not None and not fresh and now - cached[0] < _HISTORY_TTL_S:
+            return cached[1]
+        merged: SchemaHistory | None = None
+        for key, value in self._meta_records(stream):  # every snapshot, merged: writers never lose each other's
+            if key == b"schemas":
+                merged = _merge(merged, SchemaHistory.from_json(value, stored, path=f"{self.meta_topic(stream)}[0]"))
+        self._histories[stream] = (now, merged)
+        return merged
+
+    def _update_history(self, stream: str, change: Callable[[SchemaHistory], SchemaHistory]) -> SchemaHistory:
+        """Apply ``change`` to the stream's schema history and append the result to the meta topic (readers
+        merge every snapshot, so two writers changing it at once both count)."""
+        stored = self.stored_header(stream)
+        before = self.schema_history(stream, fresh=True) or SchemaHistory(stream, (stored.schema,))
+        after = change(before)
+        if after == before and self._histories.get(stream, (0, None))[1] is not None:
+            return after
+        self._write_meta(stream, [(b"schemas", after.to_json(stored))], "schema history")
+        return self.schema_history(stream, fresh=True) or after
+
+    def _write_meta(self, stream: str, records: "list[tuple[bytes, bytes]]", what: str) -> None:
+        """Append ``records`` (key, value) to the stream's meta topic, creating it first (``_META``)."""
+        header = self.stored_header(stream)
+        topic = self.meta_topic(stream)
+        if self.partitions(topic) is None:
+            rf = self.replication_factor if self.replication_factor is not None else -1
+            futures = self._admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=rf,
+                                                          config={"cleanup.policy": "delete", "retention.ms": "-1",
+                                                                  "retention.bytes": "-1"})],
+                                                operation_timeout=self.timeout, request_timeout=self.timeout)
+            try:
+                futures[topic].result()
+            except KafkaException as e:
+                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise EventLogError(f"cannot create topic {topic!r}: {e.args[0].str()}", stream=stream) from None
+        if not any(k == b"header" for k, _ in self._meta_records(stream)):
+            records = [(b"header", header.to_json()), *records]  # the header copy first (a trim needs it)
+        errors: list[str] = []
+        producer = self._header_producer()
+        for key, value in records:
+            producer.produce(topic, value=value, key=key, partition=0,
+                             on_delivery=lambda err, msg: errors.append(err.str()) if err else None)
+            if producer.flush(self.timeout) or errors:
+                raise DeliveryError(f"{what} not acknowledged: {errors[:1] or 'timeout'}", stream=stream)
+
     def retention(self, stream: str) -> Retention | None:
         header = self.header(stream)
         marks = [Retention.from_json(v, header, path=f"{self.meta_topic(stream)}[0]")
@@ -403,26 +466,7 @@ class KafkaLog(Log):
         if not mark.covers(current):
             raise EventLogError("a concurrent trim recorded a retention mark that neither drops more nor less than "
                                 "this one; run the trim again", stream=stream, path=topic)
-        if self.partitions(topic) is None:
-            rf = self.replication_factor if self.replication_factor is not None else -1
-            futures = self._admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=rf,
-                                                          config={"cleanup.policy": "delete", "retention.ms": "-1",
-                                                                  "retention.bytes": "-1"})],
-                                                operation_timeout=self.timeout, request_timeout=self.timeout)
-            try:
-                futures[topic].result()
-            except KafkaException as e:
-                if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise EventLogError(f"cannot create topic {topic!r}: {e.args[0].str()}", stream=stream) from None
-        records = [] if any(k == b"header" for k, _ in self._meta_records(stream)) else [(b"header", header.to_json())]
-        records.append((b"retention", mark.to_json(header)))
-        errors: list[str] = []
-        producer = self._header_producer()
-        for key, value in records:  # the header copy first: a reader that finds partition 0 trimmed needs it
-            producer.produce(topic, value=value, key=key, partition=0,
-                             on_delivery=lambda err, msg: errors.append(err.str()) if err else None)
-            if producer.flush(self.timeout) or errors:
-                raise DeliveryError(f"retention mark not acknowledged: {errors[:1] or 'timeout'}", stream=stream)
+        self._write_meta(stream, [(b"retention", mark.to_json(header))], "retention mark")
         in_force = self.retention(stream)
         return in_force if in_force is not None else mark
 
@@ -494,9 +538,16 @@ class KafkaLog(Log):
         if n < header.peers:
             raise HeaderMismatchError(f"topic {topic!r} has {n} partitions; the stream needs peers={header.peers}",
                                       stream=header.stream)
-        stored = self._wait_for_header(header, topic)
-        stored.check_same(header)
-        return stored
+        self._wait_for_header(header, topic)
+        self.schema_history(header.stream, fresh=True)  # a writer compares with what is current now
+        current = self.header(header.stream)
+        changes = evolution_of(current, header)
+        if not changes:
+            return current
+        stored = self.stored_header(header.stream)
+        history = self._update_history(header.stream, lambda h: h.with_version(header.schema)[0])
+        _log.info("stream %r: schema changed (%s)", header.stream, "; ".join(changes))
+        return history.header_of(stored, len(history.versions) - 1)
 
     def _wait_for_header(self, header: StreamHeader, topic: str) -> StreamHeader:
         """The header of a topic another writer is creating. A topic created empty by an operator gets ours, and
@@ -575,15 +626,26 @@ class KafkaLog(Log):
                                             or expect_next_seq < 1):
             raise ValueError(f"expect_next_seq must be a sequence id >= 1, got {expect_next_seq!r}")
         mode = check_sync_mode(sync or self.sync_mode)
-        return KafkaPartWriter(self, header, part, codec_for(header).record_encoder(),
-                               expect_next_seq=expect_next_seq, continues=continues, lazy=mode == "none")
+        w = KafkaPartWriter(self, header, part, codec_for(header).record_encoder(),
+                            expect_next_seq=expect_next_seq, continues=continues, lazy=mode == "none")
+        try:
+            history = self.schema_history(stream, fresh=True)
+            if history is not None and history.switch_for(part, w.next_seq, header.schema) is not None:
+                seq = w.next_seq
+                self._update_history(stream, lambda h: h.with_switch(part, seq, h.version_of(header.schema) or 0))
+        except BaseException:
+            w.close()
+            raise
+        return w
 
     def reader(self, stream: str, part: int, start: int = 1, *, progress_only: bool = False) -> KafkaPartReader:
         if start < 1:
             raise ValueError(f"sequence ids start at 1, got start={start}")
-        header = self.header(stream)
+        header = self.stored_header(stream)
         self._check_part(header, part)
-        return KafkaPartReader(self, header, part, start, progress_only, codec_for(header))
+        return KafkaPartReader(self, header, part, start, progress_only, codec_for(header),
+                               history=self.schema_history(stream),
+                               reload=lambda: self.schema_history(stream, fresh=True))
 
     def watermarks(self, topic: str, part: int) -> tuple[int, int]:
         """``(low, high)`` offsets of a partition, asked of the cluster (read_committed: ``high`` is the

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -26,10 +26,11 @@ from eventlog.errors import CorruptLogError, EventLogError, SequenceError
 from eventlog.events import Entry
 from eventlog.header import StreamHeader
 from eventlog.log import PartReader
+from eventlog.schema_history import SchemaHistory
 
 from .errors import LostDataError
 from .history import WriterHistory
-from .records import MESSAGES, Frame, check_event, decode_record
+from .records import MESSAGES, Frame, RecordDecoders, check_event, decode_record
 
 if TYPE_CHECKING:
     from .log import KafkaLog
@@ -143,7 +144,8 @@ class KafkaPartReader(PartReader):
     """
 
     def __init__(self, log: "KafkaLog", header: StreamHeader, part: int, start: int, progress_only: bool,
-                 codec: EventCodec) -> None:
+                 codec: EventCodec, *, history: "SchemaHistory | None" = None,
+                 reload: "Callable[[], SchemaHistory | None] | None" = None) -> None:
         self._log = log
         self.stream = stream = header.stream
         self._version = 2 if header.version[0] >= 2 else 1  # the framing the stream's records must have
@@ -153,6 +155,7 @@ class KafkaPartReader(PartReader):
         self._next = start
         self._progress_only = progress_only
         self._decoder: SegmentDecoder = codec.record_decoder() if self._version == 2 else codec.standalone_decoder()
+        self._decoders = RecordDecoders(header, part, history, reload)  # each record with its schema (FORMAT.md §12)
         self._consumer: Consumer | None = None
         self._at_eof = False
         self._position: int | None = None  # Kafka offset of the next record to read
@@ -293,7 +296,7 @@ class KafkaPartReader(PartReader):
             if kind == MESSAGES and self._progress_only:
                 continue
             try:
-                got, event = self._decoder.decode(frame.bodies[i])
+                got, event = self._decoders.decode(seq, frame.bodies[i])
             except CorruptLogError as e:
                 raise CorruptLogError(e.reason, stream=self.stream, part=self.part, seq=seq, offset=offset) from None
             check_event(frame, i, got, event, stream=self.stream, part=self.part)

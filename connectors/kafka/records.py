@@ -28,16 +28,18 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from eventlog import bundle
+from eventlog.encoding import codec_for
 from eventlog.errors import CorruptLogError
 from eventlog.events import Event, Messages
 from eventlog.header import StreamHeader
 from eventlog.limits import MAX_SEQ
+from eventlog.schema_history import SchemaHistory
 from eventlog.writer_mark import EPOCH_KEY, MAX_EPOCH, WRITER_KEY, WriterMark, parse_mark
 
-__all__ = ["AVRO_SCHEMA_HEADER", "EPOCH_HEADER", "Frame", "KIND_HEADER", "MAX_EPOCH", "MESSAGES", "PROGRESS", "check_event",
+__all__ = ["AVRO_SCHEMA_HEADER", "RecordDecoders", "EPOCH_HEADER", "Frame", "KIND_HEADER", "MAX_EPOCH", "MESSAGES", "PROGRESS", "check_event",
            "SEQ_HEADER", "TIME_HEADER", "WRITER_HEADER", "WriterMark", "decode_record", "event_headers", "events_record",
            "header_record", "header_record_v2", "part_key", "writer_headers", "writer_mark"]
 
@@ -222,3 +224,36 @@ def _bundle_frame(value: bytes, headers: list | None, offset: int, where: dict) 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class RecordDecoders:
+    """The decoders of a part's record values, one per schema version of the stream (FORMAT.md §12): event
+    ``seq`` is decoded with the schema its part wrote it with; a version recorded after these were made is
+    found by reading the history again (``reload``)."""
+
+    def __init__(self, header: StreamHeader, part: int, history: "SchemaHistory | None",
+                 reload: "Callable[[], SchemaHistory | None] | None" = None) -> None:
+        self.header, self.part, self.history, self._reload = header, part, history, reload
+        self._framing = 2 if header.version[0] >= 2 else 1
+        self._by_version: dict[int, Any] = {}
+
+    def _decoder(self, version: int) -> Any:
+        decoder = self._by_version.get(version)
+        if decoder is None:
+            header = self.history.header_of(self.header, version) if self.history is not None else self.header
+            codec = codec_for(header)
+            decoder = self._by_version[version] = (codec.record_decoder() if self._framing == 2
+                                                   else codec.standalone_decoder())
+        return decoder
+
+    def decode(self, seq: int, body: Any) -> Any:
+        """``(decoded seq, event)`` of the value of event ``seq`` (CorruptLogError as the decoders raise it)."""
+        version = self.history.version_at(self.part, seq) if self.history is not None else 0
+        try:
+            return self._decoder(version).decode(body)
+        except CorruptLogError:
+            if self._reload is None or self.history == (fresh := self._reload()):
+                raise
+            self.history = fresh
+            return self._decoder(fresh.version_at(self.part, seq) if fresh is not None else 0).decode(body)
+

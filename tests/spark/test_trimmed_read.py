@@ -77,3 +77,27 @@ def test_tap_batches_with_a_retention_drops_old_micro_batches_as_it_goes(spark, 
     rows = spark.read.format("eventlog").load(f"{log_dir}/s").select("_time", "n").collect()
     since = mark.since.elements[0]
     assert sorted(r["n"] for r in rows) == list(range(since * 10, 60))
+
+
+def test_spark_reads_a_stream_whose_schema_changed_as_its_current_schema(spark, log_dir):
+    """Issue 32 §3: the batch source (the JVM reader declines such a stream; engine=auto falls back) and the
+    streaming source hand out the current schema: a column added later is null in earlier records, a widened one
+    converted."""
+    log = open_log(log_dir)
+    old = pa.schema([("n", pa.int32())])
+    with Capture(log, "e", 0, 1, schema=old) as cap:
+        cap.send(0, [{"n": 1}])
+        cap.advance_to(1)
+        cap.abort()
+    new = pa.schema([("n", pa.int64()), ("tag", pa.string())])
+    with Capture(log, "e", 0, 1, schema=new) as cap:
+        cap.send(1, [{"n": 2**40, "tag": "x"}])
+    df = spark.read.format("eventlog").load(f"{log_dir}/e")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields][:2] == [("n", "bigint"), ("tag", "string")]
+    assert sorted((r["_time"], r["n"], r["tag"]) for r in df.collect()) == [(0, 1, None), (1, 2**40, "x")]
+    got: list = []
+    q = (spark.readStream.format("eventlog").load(f"{log_dir}/e").writeStream
+         .foreachBatch(lambda b, _: got.extend((r["_time"], r["n"], r["tag"]) for r in b.collect()))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert sorted(got) == [(0, 1, None), (1, 2**40, "x")]

@@ -115,6 +115,8 @@ def jvm_read(spark: "SparkSession", options: dict[str, str]) -> "DataFrame":
         raise JvmReadUnavailable(f"the JVM reader reads the arrow encoding, not {header.encoding!r}", stream=stream)
     if log.retention(stream) is not None:  # FORMAT.md §10: its parts start at their cuts
         raise JvmReadUnavailable("the JVM reader does not read trimmed streams (a retention mark)", stream=stream)
+    if log.schema_history(stream) is not None:  # FORMAT.md §12: segments of several schemas
+        raise JvmReadUnavailable("the JVM reader does not read streams whose schema changed", stream=stream)
     root, store = _where(target, log, stream)
     stream_dir = os.path.join(root, stream) if store is None else "/".join(x for x in (root, stream) if x)
     st = log._st  # type: ignore[attr-defined]
@@ -127,6 +129,10 @@ def jvm_read(spark: "SparkSession", options: dict[str, str]) -> "DataFrame":
         if unsealed:
             raise JvmReadUnavailable(f"part {part} has a segment not sealed yet ({unsealed[0]}: a live or crashed "
                                      "writer), which only the Python reader reads", stream=stream)
+        compacted = [n for n in names if "-" in n.lstrip("_").split(".")[0]]  # FORMAT.md §11: <first>-<last>.arrow
+        if compacted:
+            raise JvmReadUnavailable(f"part {part} has a compacted segment ({compacted[0]}, format 2.1), which only the "
+                                     "Python reader reads", stream=stream)
     schema = read_schema(header)
     segment_schema = ArrowFileCodec(header).schema.serialize().to_pybytes()
     prepare(spark)  # builds and loads the jar (the tap's and the reader's classes)

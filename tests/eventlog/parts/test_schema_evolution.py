@@ -43,9 +43,10 @@ def _write(log, schema: pa.Schema, part: int, peers: int, t: int, rows: list[dic
 
 
 @pytest.mark.parametrize("encoding", ["arrow", "avro"])
-@pytest.mark.parametrize("kind", ["file", "memory"])
-def test_every_compatible_change_reads_as_the_current_schema(tmp_path, encoding, kind):
-    log = open_log(str(tmp_path / "log") if kind == "file" else f"memory://evolve-{next(_names)}")
+@pytest.mark.parametrize("kind", ["file", "memory", pytest.param("kafka", marks=pytest.mark.kafka)])
+def test_every_compatible_change_reads_as_the_current_schema(tmp_path, encoding, kind, request):
+    log = open_log(str(tmp_path / "log") if kind == "file" else f"memory://evolve-{next(_names)}" if kind == "memory"
+                   else request.getfixturevalue("kafka_uri"))
     _write(log, V1, 0, 1, 0, [{"id": 1, "name": "a", "score": 0.5}], encoding=encoding)
     v2 = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()),
                     ("tag", pa.string())])  # widen two, add a nullable column
@@ -60,6 +61,7 @@ def test_every_compatible_change_reads_as_the_current_schema(tmp_path, encoding,
     assert [s.names for s in history.versions] == [V1.names, v2.names, v3.names]
     assert history.switches[0] == ((3, 1), (5, 2))  # part 0 wrote v2 from seq 3, v3 from seq 5
     assert verify(log).ok
+    assert _replay(open_log(log.uri)) == _replay(log)  # a new reader of the log
 
 
 def test_parts_switch_at_their_own_sequence_ids(tmp_path):
