@@ -90,6 +90,43 @@ def _beyond(frontier: Antichain, since: Antichain) -> bool:
     return all(since.less_equal(t) for t in frontier)
 
 
+def bytes_before(log: "Log", header: StreamHeader, max_bytes: int) -> int:
+    """The earliest wall-clock instant (ms) such that dropping the times complete before it leaves the stream
+    holding at most ``max_bytes``, as far as the log can tell without rewriting anything: each part's stored bytes
+    shared evenly among its events (whole segments are removed, so a part may keep up to a segment more). Needs a
+    log that knows its size (file logs); ``ValueError`` otherwise."""
+    stats = [log.part_stats(header.stream, p) for p in range(header.peers)]
+    if any(st.bytes is None for st in stats):
+        raise ValueError(f"{type(log).__name__} cannot tell the bytes a part holds: trim it by time or age instead")
+    instants: set[int] = set()
+    for part in range(header.peers):  # the write times of Progress events: where the completed frontier moves
+        with CheckedPart(log, header, part, progress_only=True) as p:
+            instants.update(e.ts for e in p.read() if e.ts is not None)
+
+    def kept(when: int) -> float:
+        since = completed_frontier(log, header, until_ts=when)
+        total = 0.0
+        for part, st in enumerate(stats):
+            cut = plan_cut(log, header, part, since)
+            events = max(st.next_seq - st.first_seq, 1)
+            total += (st.bytes or 0) * max(st.next_seq - cut.start, 0) / events
+        return total
+
+    candidates = sorted(instants)
+    if not candidates or kept(candidates[0] - 1) <= max_bytes:
+        return (candidates[0] - 1) if candidates else 0
+    lo, hi = 0, len(candidates) - 1  # kept() only falls as the instant moves on: the first instant small enough
+    if kept(candidates[hi]) > max_bytes:
+        return candidates[hi]  # even every complete time dropped leaves more: drop them all
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if kept(candidates[mid]) <= max_bytes:
+            hi = mid
+        else:
+            lo = mid + 1
+    return candidates[lo]
+
+
 def _drops_more(target: Antichain, since: Antichain) -> bool:
     """True when dropping the times not beyond ``target`` drops more than ``since`` did (and all it did)."""
     return target != since and all(since.less_equal(t) for t in target)
@@ -123,18 +160,22 @@ def trim(
     since: Antichain | None = None,
     before_ts: int | None = None,
     older_than: float | None = None,
+    max_bytes: int | None = None,
     dry_run: bool = False,
 ) -> TrimResult:
     """Drop the times of ``stream`` not beyond ``since`` (a frontier), or complete before the wall-clock instant
-    ``before_ts`` (ms since the epoch), or complete longer than ``older_than`` seconds ago — only ever times
-    complete in every part (a frontier beyond the completed one is clamped to it). Records the retention mark,
-    then removes the storage it no longer needs (``dry_run``: only plans). A mark never moves back: asking for
-    less than the stream already dropped changes nothing."""
-    if sum(x is not None for x in (since, before_ts, older_than)) != 1:
-        raise ValueError("give exactly one of since, before_ts and older_than")
+    ``before_ts`` (ms since the epoch), or complete longer than ``older_than`` seconds ago, or the oldest complete
+    times until the stream holds about ``max_bytes`` (``bytes_before``) — only ever times complete in every part (a
+    frontier beyond the completed one is clamped to it). Records the retention mark, then removes the storage it no
+    longer needs (``dry_run``: only plans). A mark never moves back: asking for less than the stream already
+    dropped changes nothing."""
+    if sum(x is not None for x in (since, before_ts, older_than, max_bytes)) != 1:
+        raise ValueError("give exactly one of since, before_ts, older_than and max_bytes")
     header = log.header(stream)
     previous = log.retention(stream)
     completed = completed_frontier(log, header)
+    if max_bytes is not None:
+        before_ts = bytes_before(log, header, max_bytes)
     if older_than is not None:
         before_ts = int((_time.time() - older_than) * 1000)
     if before_ts is not None:
@@ -172,4 +213,4 @@ def _remove(log: "Log", stream: str, mark: Retention, result: TrimResult) -> Non
         pt.events_removed, pt.bytes_removed = events, size
 
 
-__all__ = ["PartTrim", "TrimResult", "completed_frontier", "plan_cut", "trim"]
+__all__ = ["PartTrim", "TrimResult", "bytes_before", "completed_frontier", "plan_cut", "trim"]

@@ -19,7 +19,8 @@ from ._common import TIME, as_time, frontier_json, human_bytes, open_uri, print_
 from ._wallclock import WallClockParam
 
 TRIM_HELP = """Drop the old times of STREAM: every time before --before TIME, or every time complete before
---before-ts WHEN, or complete longer than --older-than AGE ago (7d, 12h, 90m). Only times complete in every part are
+--before-ts WHEN, or complete longer than --older-than AGE ago (7d, 12h, 90m), or the oldest complete times until
+the stream holds about --max-bytes N (file logs). Only times complete in every part are
 dropped, each whole; a time beyond the completed frontier is clamped to it. The retention mark is recorded first
 (readers start at it at once), then the storage that holds only dropped events is removed: whole segments of file
 logs, record prefixes of Kafka partitions (each part's last event is always kept). Run it again to finish a trim
@@ -42,12 +43,14 @@ Example:
 @click.option("--before-ts", "before_ts", type=WallClockParam(), metavar="WHEN",
               help="Drop the times complete before this wall-clock instant (ISO-8601, @SECONDS, -7d).")
 @click.option("--older-than", "older_than", metavar="AGE", help="Drop the times complete longer ago than AGE (7d, 12h).")
+@click.option("--max-bytes", "max_bytes", type=click.IntRange(min=0), metavar="N",
+              help="Drop the oldest complete times until the stream holds about N bytes (file logs).")
 @click.option("--dry-run", is_flag=True, help="Show what would be dropped; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def trim(uri: str, stream: str, before: Any, before_ts: int | None, older_than: str | None, dry_run: bool,
-         as_json: bool) -> None:
-    if sum(x is not None for x in (before, before_ts, older_than)) != 1:  # (checked before the log is opened)
-        raise click.UsageError("give one of --before TIME, --before-ts WHEN and --older-than AGE")
+def trim(uri: str, stream: str, before: Any, before_ts: int | None, older_than: str | None, max_bytes: int | None,
+         dry_run: bool, as_json: bool) -> None:
+    if sum(x is not None for x in (before, before_ts, older_than, max_bytes)) != 1:  # (before the log is opened)
+        raise click.UsageError("give one of --before TIME, --before-ts WHEN, --older-than AGE and --max-bytes N")
     age: float | None = None
     if older_than is not None:
         try:
@@ -57,7 +60,11 @@ def trim(uri: str, stream: str, before: Any, before_ts: int | None, older_than: 
     log = open_uri(uri)
     header = stream_header(log, stream)
     since = Antichain([as_time(before, header, "--before")]) if before is not None else None
-    result = trim_stream(log, stream, since=since, before_ts=before_ts, older_than=age, dry_run=dry_run)
+    try:
+        result = trim_stream(log, stream, since=since, before_ts=before_ts, older_than=age, max_bytes=max_bytes,
+                             dry_run=dry_run)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
     if as_json:
         print_json(_as_json(result))
         return

@@ -246,3 +246,19 @@ def test_a_writer_with_a_retention_policy_drops_old_times_as_it_goes(tmp_path):
     other.close()
     with pytest.raises(ValueError, match="not an age"):
         Capture(log, "s2", 0, 1, schema=SCHEMA, retention="a week")
+
+
+def test_max_bytes_drops_the_oldest_complete_times_until_the_stream_is_about_that_size(tmp_path):
+    log, caps = _live(str(tmp_path / "log"), segment_bytes=400)  # part 0 at 30, part 1 at 20: [0, 20) complete
+    total = sum(log.part_stats("s", p).bytes for p in range(2))
+    assert trim(log, "s", max_bytes=total * 10).since == Antichain([0])  # already small enough: nothing dropped
+    result = trim(log, "s", max_bytes=total // 2)
+    since = result.since.elements[0]
+    assert 0 < since <= 20  # only complete times
+    after = sum(log.part_stats("s", p).bytes for p in range(2))
+    segment = max(log.part_stats("s", p).bytes / max(log.part_stats("s", p).segments, 1) for p in range(2))
+    assert after <= total // 2 + 2 * segment + 400  # whole segments: up to about one more a part
+    assert _replay(log) == {t: [t * 10, t * 10 + 1] for t in range(since, 20)}
+    assert trim(log, "s", max_bytes=0).since == Antichain([20])  # as much as is complete, not more
+    for c in caps:
+        c.close()

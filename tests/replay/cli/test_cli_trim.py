@@ -52,7 +52,7 @@ def test_older_than_keeps_what_is_recent_and_bad_ages_are_usage_errors(trimmable
     bad = replay_cli("trim", trimmable, "numbers", "--older-than", "7 days", expect=2)
     assert "--older-than" in bad.stderr and "an age" in bad.stderr
     none = replay_cli("trim", trimmable, "numbers", expect=2)
-    assert "give one of --before TIME, --before-ts WHEN and --older-than AGE" in none.stderr
+    assert "give one of --before TIME, --before-ts WHEN, --older-than AGE and --max-bytes N" in none.stderr
     both = replay_cli("trim", trimmable, "numbers", "--before", 3, "--older-than", "1d", expect=2)
     assert "give one of" in both.stderr
 
