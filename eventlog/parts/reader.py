@@ -270,9 +270,12 @@ class CheckedPart:
                     self._it = None  # the next fill polls the part again
                     break
                 except Exception as e:
+                    told = self._trimmed_under(e)
                     if not self._queue:
-                        raise
-                    self._error = e  # the events before it go out first; the next fill raises it
+                        if told is e:
+                            raise
+                        raise told from e
+                    self._error = told  # the events before it go out first; the next fill raises it
                     self._it = None
                     break
             if self._admit(entry):
@@ -280,6 +283,23 @@ class CheckedPart:
             got += 1
             self.raw_read += 1
         return got
+
+    def _trimmed_under(self, error: Exception) -> Exception:
+        """``error`` of the log's reader, or ``TrimmedError`` when a trim dropped the events this reader was about
+        to read (a reader that lags behind a trim meets storage that is gone: it is told where the part starts
+        now, never skipped on silently)."""
+        if isinstance(error, TrimmedError):
+            return error
+        try:
+            mark = self.log.retention(self.stream)
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            return error
+        if mark is None or mark.cut(self.part).start <= self.raw_last + 1:
+            return error
+        earliest = mark.cut(self.part).start
+        return TrimmedError(f"sequence id {self.raw_last + 1} was dropped by a trim of the stream while this reader "
+                            f"read it (at {mark.trimmed}); the earliest event still there is {earliest}",
+                            earliest=earliest, stream=self.stream, part=self.part, seq=self.raw_last + 1)
 
     def _admit(self, entry: Entry) -> bool:
         """Check one raw event and queue what it releases; True when the part ends before it."""

@@ -262,3 +262,33 @@ def test_max_bytes_drops_the_oldest_complete_times_until_the_stream_is_about_tha
     assert trim(log, "s", max_bytes=0).since == Antichain([20])  # as much as is complete, not more
     for c in caps:
         c.close()
+
+
+def test_live_readers_during_a_trim_lose_nothing_and_a_lagging_one_is_told(tmp_path):
+    """A follower ahead of the cut reads on through a trim and a writer that goes on; one that lags behind the cut
+    (its next segment removed under it) gets ``TrimmedError`` naming the earliest event left, not a file error
+    or a silent skip."""
+    uri = str(tmp_path / "log")
+    log = open_log(uri, segment_bytes=300)
+    cap = Capture(log, "s", 0, 1, schema=SCHEMA)
+    for t in range(30):
+        cap.send(t, pa.table({"x": [t]}))
+        cap.advance_to(t + 1)
+    lagging = Replayer(uri, "s", follow=True, timeout=30)
+    behind = lagging.completed()
+    assert [next(behind)[0] for _ in range(2)] == [0, 1]
+    ahead = Replayer(uri, "s", follow=True, timeout=30)
+    front = ahead.completed()
+    assert [next(front)[0] for _ in range(25)] == list(range(25))
+    trim(log, "s", since=Antichain([20]))
+    for t in range(30, 33):
+        cap.send(t, pa.table({"x": [t]}))
+        cap.advance_to(t + 1)
+    cap.close()
+    assert [t for t, _ in front] == list(range(25, 33))  # nothing lost, nothing twice
+    with pytest.raises(TrimmedError, match="dropped by a trim of the stream while this reader read it") as e:
+        for _ in behind:
+            pass
+    assert e.value.earliest == log.retention("s").cut(0).start
+    lagging.close()
+    ahead.close()
