@@ -18,7 +18,8 @@ modules (each sub-package's ``__init__`` lists its order). Nothing imports upwar
    groups, keyed state, the checkpoint store, the checkpoint coordinator
 3. ``channels/``: message payloads and barriers, the channel-log interface, its file and Kafka kinds, writers
    and readers, and ``open_channel_store`` above the kinds (a file channel leaves a run mark of ``checkpoints``)
-4. ``operators``, then ``sources`` and ``sinks`` (sinks stage channel payloads in the checkpoint store)
+4. ``operators``, then ``sources``, ``sinks`` (sinks stage channel payloads in the checkpoint store), ``connect``
+   (union, connected streams) and ``joins`` (windowed, interval and table joins)
 5. ``graph`` (the job graph's nodes and the physical plan of a run: tasks and channels)
 6. ``locations`` (the locations of a run, checked before it starts), ``master`` (the job master on the
    driver), ``task`` (one operator instance at work)
@@ -49,13 +50,13 @@ from .errors import (
 )
 from .failover import JobResult, RestartBackoff
 from .faults import Fault, FaultPlan
-from .job import Job, KeyedStream, Stream
+from .job import ConnectedStreams, Job, JoinedStreams, KeyedStream, Stream
 from .sources import Advance
 
 __all__ = [
-    "Advance", "ChannelError", "CheckpointCorruptError", "CheckpointError", "DEFAULT_KEY_GROUPS", "Fault",
-    "FaultPlan", "FinishedOutputError", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError",
-    "JobGraphError", "JobResult", "KeyedStream", "LocationError", "NotEnoughSlotsError", "RescaleError",
-    "RestartBackoff", "RuntimeJobError", "Stream", "StoreUnavailableError", "TaskFailedError",
+    "Advance", "ChannelError", "CheckpointCorruptError", "CheckpointError", "ConnectedStreams", "DEFAULT_KEY_GROUPS",
+    "Fault", "FaultPlan", "FinishedOutputError", "InjectedFailure", "Job", "JobAbortedError", "JobFailedError",
+    "JobGraphError", "JobResult", "JoinedStreams", "KeyedStream", "LocationError", "NotEnoughSlotsError",
+    "RescaleError", "RestartBackoff", "RuntimeJobError", "Stream", "StoreUnavailableError", "TaskFailedError",
     "UnreachableLocationError", "UnstorableStateError", "WriterSettings",
 ]

@@ -1,11 +1,15 @@
 """The job graph and the physical plan of one run.
 
-A job (``runtime.job.Job``) is a tree of operators (``Node``) from sources to sinks; each operator has one input
-(fan-out is allowed: a stream may feed several operators) and its own parallelism. Between two operators records
-move *forward* (instance ``i`` to instance ``i``: equal parallelisms, no key), by *rebalance* (round-robin
-batches to every downstream instance) or by *key* (after ``key_by``: each row to the instance owning its key
-group). The plan of a run (``Plan``) makes that graph tasks and channels: every instance of the upstream
-operator has one channel to every downstream instance it can send to.
+A job (``runtime.job.Job``) is a directed acyclic graph of operators (``Node``) from sources to sinks; each
+operator has one input, or several (``union``, ``connect``, joins: its *inputs*, numbered 0, 1, … in the order
+the API names them), and its own parallelism; fan-out is allowed (a stream may feed several operators), but an
+operator reads a given upstream operator through one input only. Between two operators records move
+*forward* (instance ``i`` to instance ``i``: equal parallelisms, no key), by *rebalance* (round-robin batches
+to every downstream instance) or by *key* (after ``key_by``: each row to the instance owning its key group;
+the key belongs to the input, so the two inputs of a join may key by differently named columns). The plan of
+a run (``Plan``) makes that graph tasks and channels: every instance of the upstream operator has one channel
+to every downstream instance it can send to, and each channel knows which input of its downstream operator it
+feeds.
 """
 
 from __future__ import annotations
@@ -28,10 +32,31 @@ class Node:
     kind: str
     parallelism: int
     make: Callable[[], Any] = field(repr=False)
-    input: str | None = None
-    key: Key | None = None
+    inputs: list[str] = field(default_factory=list)
+    """The upstream operators, by input number (none for a source)."""
+    keys: list[Key | None] = field(default_factory=list)
+    """The key of each input (None: not keyed), in the order of ``inputs``."""
     location: str | None = None
     """The log URI a ``from_log`` source reads or a ``to_log`` sink writes (checked before a run)."""
+
+    @property
+    def input(self) -> str | None:
+        """The first (for most operators the only) upstream operator; None for a source."""
+        return self.inputs[0] if self.inputs else None
+
+    @property
+    def key(self) -> Key | None:
+        """The key of the first input (None: not keyed)."""
+        return self.keys[0] if self.keys else None
+
+    @property
+    def keyed(self) -> bool:
+        """True when some input is keyed (the operator's instances own key groups)."""
+        return any(k is not None for k in self.keys)
+
+    def key_of(self, upstream: str) -> Key | None:
+        """The key of the input that reads ``upstream``."""
+        return self.keys[self.inputs.index(upstream)]
 
 
 # -- the physical plan -----------------------------------------------------------------------------------
@@ -47,6 +72,8 @@ class ChannelSpec:
     src_index: int
     dst: str
     dst_index: int
+    input: int = 0
+    """Which input of the downstream operator the channel feeds."""
 
 
 @dataclass
@@ -90,14 +117,14 @@ class Plan:
         self.order = self._topological()
         downstream: dict[str, list[Node]] = {n: [] for n in self.nodes}
         for node in self.nodes.values():
-            if node.input:
-                downstream[node.input].append(node)
+            for upstream in node.inputs:
+                downstream[upstream].append(node)
         # chains: head -> operators; tail of a chain -> its head
         self.chains: dict[str, list[str]] = {}
         head_of: dict[str, str] = {}
         for name in self.order:
             node = self.nodes[name]
-            up = self.nodes[node.input] if node.input else None
+            up = self.nodes[node.inputs[0]] if len(node.inputs) == 1 else None
             if (chaining and up is not None and node.key is None and node.kind != SOURCE
                     and up.kind != SINK and up.parallelism == node.parallelism and len(downstream[up.name]) == 1):
                 head = head_of[up.name]
@@ -117,14 +144,16 @@ class Plan:
             for dst in downstream[name]:
                 if head_of[dst.name] != dst.name:
                     continue                      # chained: no channel
-                mode = "key" if dst.key is not None else ("forward" if dst.parallelism == src.parallelism
-                                                          else "rebalance")
+                mode = "key" if dst.key_of(name) is not None else ("forward" if dst.parallelism == src.parallelism
+                                                                   else "rebalance")
                 routing[name][dst.name] = mode
+                port = dst.inputs.index(name)
                 for i in range(src.parallelism):
                     targets = [i] if mode == "forward" else list(range(dst.parallelism))
                     outs = outputs.setdefault((name, i), {}).setdefault(dst.name, [])
                     for j in targets:
-                        ch = ChannelSpec(len(self.channels), f"{name}.{i}-{dst.name}.{j}", name, i, dst.name, j)
+                        ch = ChannelSpec(len(self.channels), f"{name}.{i}-{dst.name}.{j}", name, i, dst.name, j,
+                                         port)
                         self.channels.append(ch)
                         outs.append(ch)
                         inputs.setdefault((dst.name, j), []).append(ch)
@@ -146,10 +175,14 @@ class Plan:
             if name in seen:
                 return
             node = self.nodes[name]
-            if node.input is not None:
-                if node.input not in self.nodes:
-                    raise JobGraphError(f"operator {name!r} reads unknown operator {node.input!r}")
-                visit(node.input, path + (name,))
+            twice = sorted({up for up in node.inputs if node.inputs.count(up) > 1})
+            if twice:
+                raise JobGraphError(f"operator {name!r} reads operator {twice[0]!r} through two inputs (give one "
+                                    f"of them an operator of its own first, e.g. a map)")
+            for up in node.inputs:
+                if up not in self.nodes:
+                    raise JobGraphError(f"operator {name!r} reads unknown operator {up!r}")
+                visit(up, path + (name,))
             seen.add(name)
             order.append(name)
 

@@ -1,8 +1,13 @@
 """Building a job and running it: the public API (``Job``, ``Stream``, ``KeyedStream``).
 
-``Job`` collects the job graph (``runtime.graph``: operators, each with one input and its own parallelism) as
-``Stream`` methods add operators; ``Job.run`` runs it (``runtime.failover.run_job``: generations, checkpoints,
-restarts), on threads of this process or on Spark.
+``Job`` collects the job graph (``runtime.graph``: operators, each with one input — or several: ``union``,
+``connect``, joins — and its own parallelism) as ``Stream`` methods add operators; ``Job.run`` runs it
+(``runtime.failover.run_job``: generations, checkpoints, restarts), on threads of this process or on Spark.
+Operators of several inputs: ``a.union(b)``; ``a.connect(b)`` (``ConnectedStreams``: ``map``/``flat_map``
+with a function per input, or keyed — ``a.key_by(k).connect(b.key_by(k))`` — ``process`` with state per key
+shared by both); ``a.key_by(k).join(b.key_by(k))`` (``JoinedStreams``: ``window(size)`` or ``interval(lower,
+upper)``, inner or left outer); ``a.join_table(t, key=k)`` (each record with the latest row of its key in the
+table ``t`` updates, as of the record's time). Their semantics: ``runtime.connect``, ``runtime.joins``.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from replay.keyhash import Key
 from .channels.writer import WriterSettings
 from .checkpoints.keyedstate import check_serializer
 from .checkpoints.keygroups import DEFAULT_KEY_GROUPS
+from .connect import CoFlatMapOp, CoProcessOp, UnionOp
 from .errors import JobGraphError
 from .failover import JobResult, RestartBackoff, run_job
 from .faults import FaultPlan
 from .graph import OPERATOR, SINK, SOURCE, Node, Plan
+from .joins import IntervalJoinOp, TableJoinOp, WindowJoinOp, check_how
 from .operators import (
     Aggregation,
     FilterOp,
@@ -55,7 +62,12 @@ class Job:
     # -- building -------------------------------------------------------------------------------------
 
     def _add(self, kind: str, prefix: str, name: str | None, parallelism: int | None, make: Callable[[], Any],
-             upstream: Node | None, key: Key | None = None) -> Node:
+             upstream: "Node | list[Node] | None", key: Key | None = None,
+             keys: "list[Key | None] | None" = None) -> Node:
+        """Add an operator reading ``upstream`` (several: a list, each input keyed by ``keys[i]``)."""
+        ups = upstream if isinstance(upstream, list) else ([upstream] if upstream is not None else [])
+        keys = keys if keys is not None else [key] * len(ups)
+        upstream = ups[0] if ups else None
         self._counter += 1
         name = name or f"{prefix}{self._counter}"
         if not _NAME.match(name):
@@ -65,7 +77,7 @@ class Job:
         p = parallelism if parallelism is not None else (upstream.parallelism if upstream else 1)
         if isinstance(p, bool) or not isinstance(p, int) or p < 1:
             raise JobGraphError(f"parallelism of {name!r} must be a positive int, got {p!r}")
-        node = Node(name, kind, p, make, upstream.name if upstream else None, key)
+        node = Node(name, kind, p, make, [u.name for u in ups], keys)
         self.nodes[name] = node
         return node
 
@@ -100,11 +112,11 @@ class Job:
         """Raise JobGraphError unless every operator leads to a sink and the job has a source."""
         if not any(n.kind == SOURCE for n in self.nodes.values()):
             raise JobGraphError(f"job {self.name!r} has no source")
-        consumers = {n.input for n in self.nodes.values() if n.input}
+        consumers = {up for n in self.nodes.values() for up in n.inputs}
         for n in self.nodes.values():
             if n.kind != SINK and n.name not in consumers:
                 raise JobGraphError(f"operator {n.name!r} of job {self.name!r} leads to no sink")
-            if n.key is not None and self.key_groups < n.parallelism:
+            if n.keyed and self.key_groups < n.parallelism:
                 raise JobGraphError(f"keyed operator {n.name!r} has parallelism {n.parallelism} > key_groups "
                                     f"{self.key_groups}")
 
@@ -201,6 +213,43 @@ class Stream:
         """Partition by ``key`` (a column name, names, or ``fn(batch) -> array``) for a keyed operator."""
         return KeyedStream(self, key, None)
 
+    def _same_job(self, others: "Iterable[Stream]") -> None:
+        for o in others:
+            if o.job is not self.job:
+                raise JobGraphError(f"stream {o.name!r} belongs to another job than {self.name!r}")
+
+    def union(self, *others: "Stream", parallelism: int | None = None, name: str | None = None,
+              schema: pa.Schema | None = None) -> "Stream":
+        """The records of this stream and of ``others`` (streams of the same schema; ``schema=`` casts
+        them to one), each at its time; the frontier is the meet of theirs (``runtime.connect.UnionOp``)."""
+        if not others:
+            raise JobGraphError("union needs at least one other stream")
+        self._same_job(others)
+        node = self.job._add(OPERATOR, "union", name, parallelism, lambda: UnionOp(schema),
+                             [self.node, *(o.node for o in others)])
+        return Stream(self.job, node)
+
+    def connect(self, other: "Stream") -> "ConnectedStreams":
+        """This stream (input 0) and ``other`` (input 1) for an operator with a function per input
+        (``ConnectedStreams``); ``key_by`` both (or connect two ``KeyedStream``) for keyed state."""
+        self._same_job([other])
+        return ConnectedStreams(self, other, None, None)
+
+    def join_table(self, table: "Stream", *, key: Key, table_key: Key | None = None, how: str = "inner",
+                   parallelism: int | None = None, name: str | None = None,
+                   schema: pa.Schema | None = None) -> "Stream":
+        """Each record joined with the latest row of its key (``key`` here, ``table_key`` in ``table``,
+        default the same) among the rows ``table`` sent at or before the record's time — a table changing
+        over time, e.g. replayed from a log (``Job.from_log``) — emitted at the record's time once the table's
+        frontier passed it. ``how``: ``"inner"`` or ``"left"`` (records without a row: nulls) (``runtime.joins``)."""
+        self._same_job([table])
+        check_how(how)
+        tkey = key if table_key is None else table_key
+        node = self.job._add(OPERATOR, "join_table", name, parallelism,
+                             lambda: TableJoinOp(key, tkey, how, schema), [self.node, table.node],
+                             keys=[key, tkey])
+        return Stream(self.job, node)
+
     def sink(self, fn: Callable[[int, pa.Table], None], *, parallelism: int | None = None, name: str | None = None,
              parts: int | None = None) -> None:
         """Call ``fn(time, table)`` for the records, once each, after the checkpoint that covers them
@@ -266,3 +315,113 @@ class KeyedStream:
         fails the checkpoint with ``UnstorableStateError`` naming the operator and the value's type."""
         return self._agg(Aggregation("aggregate", fn=add, zero=zero, finish=finish), "aggregate", name,
                          parallelism, schema, serializer)
+
+    def connect(self, other: "KeyedStream") -> "ConnectedStreams":
+        """This keyed stream (input 0) and ``other`` (input 1, keyed by a key of equal values) for a keyed
+        two-input operator (``ConnectedStreams.process``)."""
+        if not isinstance(other, KeyedStream):
+            raise JobGraphError("connect a KeyedStream with another KeyedStream (key_by both inputs)")
+        self._stream._same_job([other._stream])
+        return ConnectedStreams(self._stream, other._stream, self._key, other._key)
+
+    def join(self, other: "KeyedStream", *, how: str = "inner") -> "JoinedStreams":
+        """A keyed join of this stream (left, input 0) with ``other`` (right, input 1): rows whose keys are
+        equal, inner or left outer (``how="left"``); then ``window(size)`` or ``interval(lower, upper)``."""
+        if not isinstance(other, KeyedStream):
+            raise JobGraphError("join a KeyedStream with another KeyedStream (key_by both inputs)")
+        if self._window is not None or other._window is not None:
+            raise JobGraphError("join windows are given by JoinedStreams.window(size), not key_by(...).window()")
+        self._stream._same_job([other._stream])
+        return JoinedStreams(self, other, check_how(how))
+
+    def join_table(self, table: "KeyedStream", *, how: str = "inner", parallelism: int | None = None,
+                   name: str | None = None, schema: pa.Schema | None = None) -> Stream:
+        """``Stream.join_table`` with both keys given by ``key_by``."""
+        if not isinstance(table, KeyedStream):
+            raise JobGraphError("join_table of a KeyedStream takes a KeyedStream (key_by the table too)")
+        return self._stream.join_table(table._stream, key=self._key, table_key=table._key, how=how,
+                                       parallelism=parallelism, name=name, schema=schema)
+
+
+class ConnectedStreams:
+    """Two streams feeding one operator with a function per input (Flink's ``ConnectedStreams``): ``map`` or
+    ``flat_map``; keyed (both inputs keyed), ``process`` with a state value per key that both functions share."""
+
+    def __init__(self, first: Stream, second: Stream, first_key: Key | None, second_key: Key | None) -> None:
+        self._streams = (first, second)
+        self._keys = (first_key, second_key)
+
+    def key_by(self, first: Key, second: Key | None = None) -> "ConnectedStreams":
+        """Key input 0 by ``first`` and input 1 by ``second`` (default: the same key)."""
+        return ConnectedStreams(*self._streams, first, first if second is None else second)
+
+    def _node(self, prefix: str, make: Callable[[], Any], name: str | None, parallelism: int | None) -> Stream:
+        a, b = self._streams
+        keys = list(self._keys)
+        node = a.job._add(OPERATOR, prefix, name, parallelism, make, [a.node, b.node], keys=keys)
+        return Stream(a.job, node)
+
+    def flat_map(self, fn0: Callable[[dict[str, Any]], Iterable[dict[str, Any]]],
+                 fn1: Callable[[dict[str, Any]], Iterable[dict[str, Any]]], *, parallelism: int | None = None,
+                 name: str | None = None, schema: pa.Schema | None = None) -> Stream:
+        """The records of ``fn0(record)`` for input 0's records and of ``fn1(record)`` for input 1's."""
+        return self._node("co_flat_map", lambda: CoFlatMapOp((fn0, fn1), schema), name, parallelism)
+
+    def map(self, fn0: Callable[[dict[str, Any]], dict[str, Any]], fn1: Callable[[dict[str, Any]], dict[str, Any]],
+            *, parallelism: int | None = None, name: str | None = None, schema: pa.Schema | None = None) -> Stream:
+        """One record ``fn0(record)`` per record of input 0, ``fn1(record)`` per record of input 1."""
+        return self._node("co_map", lambda: CoFlatMapOp((lambda r: [fn0(r)], lambda r: [fn1(r)]), schema), name,
+                          parallelism)
+
+    def process(self, fn0: Callable[[Any, dict[str, Any]], Any], fn1: Callable[[Any, dict[str, Any]], Any], *,
+                zero: Callable[[], Any] | None = None, parallelism: int | None = None, name: str | None = None,
+                schema: pa.Schema | None = None, serializer: str = "auto") -> Stream:
+        """Keyed: ``fn0(acc, record)`` for input 0's records, ``fn1(acc, record)`` for input 1's, each returning
+        ``(acc, records)``: the key's new value (None forgets it) and any records to emit. ``acc`` starts at
+        ``zero()`` (default None). Records are handled per completed time, input 0's before input 1's, and
+        emitted at that time (``runtime.connect.CoProcessOp``); ``serializer`` as for ``aggregate``."""
+        if self._keys[0] is None or self._keys[1] is None:
+            raise JobGraphError("process() needs keyed inputs: connect two KeyedStreams, or key_by(...) first")
+        keys = (self._keys[0], self._keys[1])
+        check_serializer(serializer)
+        return self._node("co_process", lambda: CoProcessOp(keys, (fn0, fn1), zero, schema, serializer), name,
+                          parallelism)
+
+
+class JoinedStreams:
+    """Two keyed streams to join (``KeyedStream.join``): ``window(size)`` or ``interval(lower, upper)``."""
+
+    def __init__(self, left: KeyedStream, right: KeyedStream, how: str) -> None:
+        self._left = left
+        self._right = right
+        self._how = how
+
+    def _node(self, prefix: str, make: Callable[[], Any], name: str | None, parallelism: int | None) -> Stream:
+        a, b = self._left._stream, self._right._stream
+        node = a.job._add(OPERATOR, prefix, name, parallelism, make, [a.node, b.node],
+                          keys=[self._left._key, self._right._key])
+        return Stream(a.job, node)
+
+    def window(self, size: int, *, parallelism: int | None = None, name: str | None = None,
+               schema: pa.Schema | None = None) -> Stream:
+        """Tumbling windows ``[w, w+size)``: every pair of a left and a right row of the window with equal
+        keys (left outer: and each left row without one, right columns null), emitted at the window's last
+        time once it is complete on both inputs, with ``window_start``/``window_end`` (``runtime.joins``)."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise JobGraphError(f"window size must be a positive int, got {size!r}")
+        lk, rk, how = self._left._key, self._right._key, self._how
+        return self._node("window_join", lambda: WindowJoinOp(lk, rk, size, how, schema), name, parallelism)
+
+    def interval(self, lower: int, upper: int, *, parallelism: int | None = None, name: str | None = None,
+                 schema: pa.Schema | None = None) -> Stream:
+        """A left row at ``tl`` and a right row at ``tr`` with equal keys join when ``tl + lower <= tr <= tl +
+        upper``; each pair is emitted once both are there, at ``max(tl, tr)`` (left outer: each left row that
+        matched nothing, once no right row can, at ``tl``) (``runtime.joins``)."""
+        for v in (lower, upper):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise JobGraphError(f"interval bounds must be ints, got {v!r}")
+        if lower > upper:
+            raise JobGraphError(f"interval lower bound {lower} is above its upper bound {upper}")
+        lk, rk, how = self._left._key, self._right._key, self._how
+        return self._node("interval_join", lambda: IntervalJoinOp(lk, rk, lower, upper, how, schema), name,
+                          parallelism)

@@ -87,6 +87,15 @@ class Operator:
     def on_frontier(self, frontier: Antichain) -> None:
         """The input frontier moved (times not in advance of it are complete)."""
 
+    def process_input(self, input: int, time: int, batch: pa.RecordBatch) -> None:
+        """Handle records at ``time`` of input ``input`` (operators with several inputs; the others get
+        ``process``)."""
+        self.process(time, batch)
+
+    def on_input_frontiers(self, frontiers: tuple[Antichain, ...]) -> None:
+        """Some input's frontier moved (operators with several inputs; called before ``on_frontier``, whose
+        frontier is the meet of these)."""
+
     def hold(self) -> int | None:
         """The earliest time this instance may still emit at because of what it buffers (None: none)."""
         return None
@@ -532,3 +541,67 @@ def _sorted(keys: Iterable[Any]) -> list[Any]:
         return sorted(keys)
     except TypeError:  # keys of mixed types (or None): arrival order
         return keys
+
+
+# -- rows with their times (operators with several inputs buffer them) ----------------------------------
+
+INTERNAL = "__el_"
+"""Prefix of the columns operators add to buffered rows (time, key, markers); input columns may not use it."""
+TIME_COLUMN = INTERNAL + "t"
+"""The time of each buffered row."""
+
+
+def with_time(batch: pa.RecordBatch, time: int) -> pa.Table:
+    """``batch`` as a table with a ``TIME_COLUMN`` of ``time``."""
+    return pa.Table.from_batches([batch]).append_column(TIME_COLUMN, pa.array(np.full(batch.num_rows, time,
+                                                                                        np.int64)))
+
+
+def concat_tables(tables: list[pa.Table]) -> pa.Table:
+    """The tables' rows in order, their schemas unified (a null column takes the type of the others)."""
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def user_columns(table: pa.Table) -> pa.Table:
+    """``table`` without the columns operators added (``INTERNAL``)."""
+    drop = [n for n in table.column_names if n.startswith(INTERNAL)]
+    return table.drop_columns(drop) if drop else table
+
+
+def key_arrays(table: "pa.Table | pa.RecordBatch", key: Key) -> list[pa.Array]:
+    """The key columns of ``table`` (one array for a function key: its result)."""
+    if callable(key):
+        batch = table
+        if isinstance(table, pa.Table):
+            batches = table.combine_chunks().to_batches()
+            batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
+        arr = key(batch)
+        return [arr if isinstance(arr, pa.Array) else pa.array(arr)]
+    names = [key] if isinstance(key, str) else list(key)
+    out = []
+    for n in names:
+        col = table.column(n)
+        out.append(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
+    return out
+
+
+def key_names(key: Key) -> list[str]:
+    """The column names of a key (``["key"]`` for a function key)."""
+    if callable(key):
+        return ["key"]
+    return [key] if isinstance(key, str) else list(key)
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema | None) -> pa.RecordBatch:
+    """``batch`` with ``schema``'s columns, in its order and types (a column ``batch`` lacks: nulls)."""
+    if schema is None or batch.schema.equals(schema):
+        return batch
+    n = batch.num_rows
+    cols = []
+    for f in schema:
+        i = batch.schema.get_field_index(f.name)
+        col = batch.column(i) if i >= 0 else pa.nulls(n, f.type)
+        cols.append(col if col.type == f.type else col.cast(f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)

@@ -202,14 +202,15 @@ class TaskRunner:
                                         max_bundle_bytes=self._channels.max_bundle_bytes,
                                         min_idle_interval=self._channels.min_idle_interval))
             self._writers.extend(ws)
-            self._routers.append(_Router(spec.routing[dst], ws, self.plan.nodes[dst].key, self.plan.key_groups))
+            self._routers.append(_Router(spec.routing[dst], ws, self.plan.nodes[dst].key_of(chain[-1]),
+                                         self.plan.key_groups))
         self._reader: ChannelReader | None = None
         if spec.inputs:
             inputs = restores[0].get("inputs", {})
             chans = []
             for ch in spec.inputs:
                 last = inputs.get(ch.name, 0) if self._valid_offsets(ch.src) else 0
-                chans.append((ch.position, ch.name, last))
+                chans.append((ch.position, ch.name, last, ch.input))
             tail = self._channels.tail(self.generation, [(c.position, c.name) for c in spec.inputs])
             self._reader = ChannelReader(tail, chans, last_barrier=self._restored_id)
         self._ops = [self.plan.nodes[name].make() for name in chain]
@@ -453,6 +454,7 @@ class TaskRunner:
         reader = self._reader
         assert reader is not None
         op = self._op
+        multi = len(self.plan.nodes[self.spec.node].inputs) > 1   # union, connect, joins: data and frontiers by input
         idle = 0
         while True:
             self._control()
@@ -468,12 +470,17 @@ class TaskRunner:
             for ev in events:
                 kind = ev[0]
                 if kind == DATA:
-                    op.process(ev[1], ev[2])
+                    if multi:
+                        op.process_input(ev[3], ev[1], ev[2])
+                    else:
+                        op.process(ev[1], ev[2])
                     self._records += 1
                     self.faults.tick("record")
                 elif kind == BARRIER:
                     self._checkpoint(ev[1])
                 else:
+                    if multi:
+                        op.on_input_frontiers(ev[2])
                     f = self._propagate(0, ev[1])
                     self._advance(f)
                     if f is None and ev[1].is_empty() and not self._finished:

@@ -315,11 +315,17 @@ class KafkaChannelStore(ChannelStore):
             if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise ChannelError(f"cannot create channel topic {topic!r}: {e.args[0].str()}") from None
         deadline = time.monotonic() + self.timeout
-        while True:  # wait until the metadata shows every partition
-            md = self._admin.list_topics(topic, timeout=self.timeout)
-            t = md.topics.get(topic)
+        while True:  # wait until the metadata shows every partition (a broker failing over: ask again)
+            try:
+                md = self._admin.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            except KafkaException as e:
+                md = None
+                error = e
+            t = md.topics.get(topic) if md is not None else None
             if t is not None and t.error is None and len(t.partitions) >= len(channels):
                 return
+            if md is None and time.monotonic() > deadline:
+                raise ChannelError(f"channel topic {topic!r}: no metadata within {self.timeout} s: {error}") from None
             if time.monotonic() > deadline:
                 raise ChannelError(f"channel topic {topic!r} did not appear within {self.timeout} s")
             time.sleep(0.05)
@@ -356,8 +362,14 @@ class KafkaChannelStore(ChannelStore):
         self._trim_failures = 0
 
     def drop_generations(self, below: int) -> None:
+        """Clean-up only: a cluster that cannot answer now (a broker failing over) leaves the old topics to the
+        next call (the next generation's, or the end of the run), logged; it never fails the run."""
         head = self.target.topic(f"{_SAFE.sub('_', self.job)}.g")
-        md = self._admin.list_topics(timeout=self.timeout)
+        try:
+            md = self._admin.list_topics(timeout=self.timeout)
+        except KafkaException as e:
+            _log.info("could not list old channel topics (they stay until a later clean-up): %s", e)
+            return
         old = [t for t in md.topics if t.startswith(head) and t[len(head):].isdigit() and int(t[len(head):]) < below]
         if old:
             for f in self._admin.delete_topics(old, operation_timeout=self.timeout).values():

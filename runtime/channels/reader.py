@@ -8,6 +8,12 @@ channel at that channel's frontier. Message ids are checked per channel: ids at 
 are duplicates and dropped (a re-sent bundle, a retried Kafka record), a jump past the next id is a
 ``ChannelError``. Barriers are aligned: once a channel delivered the barrier of checkpoint ``n`` it is not
 read further until every channel delivered it; then the reader yields the barrier.
+
+A task of an operator with several inputs (``union``, ``connect``, joins) reads all its inputs' channels
+with one reader: each channel says which input it feeds, data events carry that input's number, and the
+reader also tracks each input's frontier (the meet of that input's channels), which a frontier event
+carries along with the task's input frontier (the meet of all of them). Barrier alignment is over every
+channel of every input, so no record of any input crosses a barrier.
 """
 
 from __future__ import annotations
@@ -25,17 +31,18 @@ from .base import ChannelTail
 from .payload import FINISHED_TS, decode_batch
 
 DATA, FRONTIER, BARRIER = "data", "frontier", "barrier"
-"""Kinds of the events ``ChannelReader.poll`` yields: ``(DATA, time, batch)``, ``(FRONTIER, antichain)``,
-``(BARRIER, checkpoint id)``."""
+"""Kinds of the events ``ChannelReader.poll`` yields: ``(DATA, time, batch, input)``, ``(FRONTIER, antichain,
+(antichain per input, …))``, ``(BARRIER, checkpoint id)``."""
 
 
 class _InChannel:
-    __slots__ = ("position", "name", "last_id", "last_barrier", "ts", "blocked", "queue", "queued_bytes",
+    __slots__ = ("position", "name", "input", "last_id", "last_barrier", "ts", "blocked", "queue", "queued_bytes",
                  "consumed_bytes", "duplicates", "finished")
 
-    def __init__(self, position: int, name: str, last_id: int, last_barrier: int) -> None:
+    def __init__(self, position: int, name: str, last_id: int, last_barrier: int, input: int = 0) -> None:
         self.position = position
         self.name = name
+        self.input = input
         self.last_id = last_id
         self.last_barrier = last_barrier
         self.ts = 0
@@ -48,16 +55,21 @@ class _InChannel:
 
 
 class ChannelReader:
-    """Reads a task's input channels ``[(position, name, last id)]`` from ``tail`` (see the module doc).
+    """Reads a task's input channels ``[(position, name, last id)]`` or ``[(position, name, last id, input)]``
+    from ``tail`` (see the module doc).
 
     ``last_barrier`` is the checkpoint the task was restored from (barriers up to it are old)."""
 
-    def __init__(self, tail: ChannelTail, channels: list[tuple[int, str, int]], *, last_barrier: int = 0,
+    def __init__(self, tail: ChannelTail, channels: list[tuple[Any, ...]], *, last_barrier: int = 0,
                  prefetch: int = 8 << 20) -> None:
         self._tail = tail
-        self._channels = {p: _InChannel(p, n, last, last_barrier) for p, n, last in channels}
+        self._channels = {c[0]: _InChannel(c[0], c[1], c[2], last_barrier, c[3] if len(c) > 3 else 0)
+                          for c in channels}
         self._prefetch = prefetch
         self._frontier = MutableAntichain([(0, len(self._channels))])
+        n_inputs = max((c.input for c in self._channels.values()), default=0) + 1
+        self._inputs = [MutableAntichain([(0, sum(c.input == i for c in self._channels.values()))])
+                        for i in range(n_inputs)]
         self._aligning: int | None = None
         self.messages = 0
         """Data messages handed to the operator."""
@@ -66,6 +78,12 @@ class ChannelReader:
     def frontier(self) -> Antichain:
         """The input frontier: the meet of the channels' frontiers (empty once every channel finished)."""
         return self._frontier.frontier
+
+    def input_frontiers(self) -> tuple[Antichain, ...]:
+        """Each input's frontier (the meet of its channels'), by input number."""
+        if len(self._inputs) == 1:
+            return (self._frontier.frontier,)
+        return tuple(m.frontier for m in self._inputs)
 
     def offsets(self) -> dict[str, int]:
         """The last message id consumed per channel name (the task's input offsets)."""
@@ -128,9 +146,10 @@ class ChannelReader:
                                    seq=first)
             skip = ch.last_id + 1 - first
             ch.duplicates += skip
+            port = ch.input
             for i in range(skip, b.count):
                 t, batch = decode_batch(b.payload(i))
-                events.append((DATA, t, batch))
+                events.append((DATA, t, batch, port))
             self.messages += b.count - skip
             ch.last_id = b.last_id
         elif b.type == bundle.BARRIER:
@@ -165,8 +184,12 @@ class ChannelReader:
         else:
             updates.append((ts, 1))
         ch.ts = ts
-        if self._frontier.update_iter(updates):
-            events.append((FRONTIER, self._frontier.frontier))
+        moved = bool(self._frontier.update_iter(updates))
+        if len(self._inputs) > 1:
+            moved = bool(self._inputs[ch.input].update_iter(updates)) or moved
+        if moved:
+            events.append((FRONTIER, self._frontier.frontier, self.input_frontiers() if len(self._inputs) > 1
+                           else (self._frontier.frontier,)))
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         while True:

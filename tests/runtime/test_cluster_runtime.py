@@ -26,6 +26,7 @@ from runtime import (
     UnreachableLocationError,
 )
 from runtime.executors.spark import driver_addresses, spark_failure_reason, spark_slots
+from tests.runtime import join_pipelines as jp
 from tests.support.pipelines import COUNT_SCHEMA, events, expected_counts, read_counts, wordcount_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-cluster")]  # one xdist worker (tests/conftest.py)
@@ -349,3 +350,31 @@ def test_spark_failure_reasons_of_recorded_messages():
               "\t... 12 more\nDriver stacktrace:\n\tat x")
     assert spark_failure_reason(_Py4JLike(python)) == (
         "TaskFailedError: task count.1 failed: boom (Spark: Task 1 in stage 3.0 failed 4 times)")
+
+
+# a job with a join (issue 37) here, among the cluster's tests: a cluster session stops the process's local one
+def test_exactly_once_join_on_the_standalone_cluster_with_an_executor_jvm_sigkilled(cluster_spark, spark_cluster,
+                                                                                  tmp_path):
+    """On the two-worker standalone cluster (8 slots): worker 1's executor JVM is SIGKILLed once the first
+    checkpoint completed; the job restarts from the checkpoint on the replacement executor and the windowed
+    join's output equals the failure-free run's."""
+    out, ck = str(tmp_path / "out"), tmp_path / "ck"
+    killed: list[str] = []
+
+    def kill_after_first_checkpoint() -> None:
+        deadline = time.monotonic() + 120
+        while not list(ck.glob("clusterjoin/chk-*/_COMPLETE")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        killed.append(spark_cluster.kill_executor(cluster_spark.sparkContext.applicationId, worker=1))
+
+    t = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
+    t.start()
+    job = jp.join_job("clusterjoin", out, "window", "left", items=200, delay=0.01)
+    result = job.run(cluster_spark, channels=str(tmp_path / "ch"), checkpoints=str(ck), checkpoint_interval=0.2,
+                     timeout=300)
+    t.join(10)
+    assert killed and "killed executor JVM" in killed[0]
+    assert result.status == "finished" and result.restarts >= 1, result.failures
+    assert "ExecutorLostFailure" in result.failures[0], result.failures[0]
+    assert result.restored_from[1] is not None
+    assert jp.read_joined(out) == jp.expected("window", "left", items=200)
