@@ -27,6 +27,7 @@ from . import index as ix
 from .codec import file_codec
 from .framing import Malformed
 from .layout import (
+    COMPACT_LOCK,
     HEADER_FILES,
     LAYOUTS,
     LOCK_FILE,
@@ -37,7 +38,7 @@ from .layout import (
     layout_for,
     part_number,
 )
-from .reader import raw_decode_errors, segment_mark
+from .reader import raw_decode_errors, segment_runs
 from .segment import DAMAGED, SegmentFiles, Stop
 from .storage import Storage
 
@@ -45,35 +46,88 @@ _MAX_PER_SEGMENT = 50
 """Problems reported per segment before moving on to the next one."""
 
 
+_LEFTOVER = ("harmless leftover of an interrupted (or running) compaction: readers read these events from the "
+             "compacted segment {}, and the next `replay compact` of the part removes it")
+
+
 def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> list[CorruptLogError]:
-    """The problems of one part's files (see the module doc); an empty list when they are whole."""
+    """The problems of one part's files (see the module doc); an empty list when they are whole. What a compaction
+    stopped midway leaves (segments inside a compacted one, a compacted segment whose index is not written yet) is
+    reported as a harmless leftover (kind ``torn-tail``); compacted segments overlapping each other as damage."""
     codec = file_codec(header)
     layout = layout_for(header.version)
-    segs = layout.list_segments(st, part_dir, header.encoding)
+    names = st.list_dir(part_dir)
+    listing = layout.list_part(st, part_dir, header.encoding, names)
     indexes = layout.list_indexes(st, part_dir)
+    compacted_indexes = {r for r in (layout.compacted_index_range(n) for n in names) if r is not None}
     problems: list[CorruptLogError] = []
     where = {"stream": header.stream, "part": part}
-    for first in sorted(set(indexes) - set(segs)):
-        problems.append(CorruptLogError("orphan index without its segment", seq=first, offset=0,
-                                        path=st.join(part_dir, layout.index_name(first)), **where))
+
+    def inside(seq: int) -> tuple[int, int] | None:
+        span = listing.covering(seq)
+        return (span.first, span.last) if span is not None and span.last is not None else None
+
+    for first in sorted(set(indexes) - set(listing.plain)):
+        path = st.join(part_dir, layout.index_name(first))
+        rng = inside(first)
+        if rng is not None:
+            problems.append(with_kind(CorruptLogError(
+                "index without its segment, " + _LEFTOVER.format(layout.compacted_name(*rng, header.encoding)),
+                seq=first, offset=0, path=path, **where), "torn-tail"))
+        else:
+            problems.append(CorruptLogError("orphan index without its segment", seq=first, offset=0, path=path,
+                                            **where))
+    for rng in sorted(compacted_indexes - set(listing.compacted)):
+        problems.append(with_kind(CorruptLogError(
+            "compacted index without its segment (what an interrupted removal of a superseded compacted segment "
+            "leaves: harmless, the next `replay compact` removes it)", seq=rng[0], offset=0,
+            path=st.join(part_dir, layout.compacted_index_name(*rng)), **where), "torn-tail"))
+    for first in listing.hidden:
+        rng = inside(first)
+        assert rng is not None
+        problems.append(with_kind(CorruptLogError(
+            "segment inside a compacted segment's range, " + _LEFTOVER.format(
+                layout.compacted_name(*rng, header.encoding)), seq=first, offset=0,
+            path=st.join(part_dir, layout.sealed_name(first, header.encoding)), **where), "torn-tail"))
+    for rng in listing.superseded:
+        covering = inside(rng[0])
+        problems.append(with_kind(CorruptLogError(
+            "compacted segment inside a larger one, " + _LEFTOVER.format(
+                layout.compacted_name(*covering, header.encoding) if covering else "?"), seq=rng[0], offset=0,
+            path=st.join(part_dir, layout.compacted_name(*rng, header.encoding)), **where), "torn-tail"))
+    for a, b in listing.overlapping:
+        problems.append(CorruptLogError(
+            f"compacted segments overlap without one holding the other ({a[0]} … {a[1]} and {b[0]} … {b[1]}): no "
+            f"compaction makes them (two tools rewrote the part?)", seq=b[0], offset=0,
+            path=st.join(part_dir, layout.compacted_name(*b, header.encoding)), **where))
     prev_end: int | None = None
     epochs: list[tuple[int, str]] = []  # (epoch, path) of the segments whose prefix was read
-    for i, first in enumerate(segs):
-        data_path = st.join(part_dir, layout.sealed_name(first, header.encoding))
-        if prev_end is not None and first != prev_end:
+    spans = listing.spans
+    for i, span in enumerate(spans):
+        first = span.first
+        data_path = st.join(part_dir, layout.compacted_name(first, span.last, header.encoding) if span.last is not None
+                            else layout.sealed_name(first, header.encoding))
+        if prev_end is not None and first != prev_end and not (span.last is not None and first < prev_end):
             problems.append(CorruptLogError(
                 f"segment starts at seq {first} but the previous one ends at seq {prev_end - 1}",
                 seq=first, offset=0, path=data_path, **where))
-        if first not in indexes:
+        if span.last is not None and span.compacted and (first, span.last) not in compacted_indexes:
+            problems.append(with_kind(CorruptLogError(
+                "compacted segment without its index (a compaction stopped after writing the segment, or is writing "
+                "its index now): harmless, readers find its events by scanning it, and the next `replay compact` "
+                "writes the index", seq=first, offset=0, path=data_path, **where), "torn-tail"))
+        elif span.last is None and first not in indexes:
             problems.append(CorruptLogError("segment without an index (its events are found by scanning it)",
                                             seq=first, offset=0, path=data_path, **where))
         try:
-            files = SegmentFiles(st, part_dir, first, layout, header.encoding, stream=header.stream, part=part)
+            files = SegmentFiles(st, part_dir, first, layout, header.encoding, stream=header.stream, part=part,
+                                 last=span.last)
         except FileNotFoundError:
             continue
         try:
             found: list[CorruptLogError] = []
-            prev_end = _check_segment(files, codec, sealed=i < len(segs) - 1, problems=found, epochs=epochs)
+            prev_end = _check_segment(files, codec, sealed=span.last is not None or i < len(spans) - 1,
+                                      problems=found, epochs=epochs)
             problems.extend(found[:_MAX_PER_SEGMENT])
         except OSError as e:
             problems.append(CorruptLogError(f"cannot read the segment: {e}", offset=0, path=data_path, **where))
@@ -103,12 +157,14 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
             problems.append(f.error(f"{what} inside its prefix ({f.data_size} bytes)", offset=0))
         return first
     try:
-        epoch = segment_mark(codec, f.read(0, prefix), stream=f.stream, part=f.part, path=f.data_path).epoch
+        runs = segment_runs(codec, f.read(0, prefix), first=first, last=f.last_seq, stream=f.stream, part=f.part,
+                            path=f.data_path)
+        epoch = runs[0][1].epoch
         if epochs and epoch < epochs[-1][0]:
             problems.append(f.error(f"segment has writer epoch {epoch}, lower than epoch {epochs[-1][0]} of the "
                                     f"segment before it ({epochs[-1][1]}): two writer histories are interleaved",
                                     offset=0))
-        epochs.append((epoch, f.data_path))
+        epochs.append((runs[-1][1].epoch, f.data_path))
     except CorruptLogError as e:
         problems.append(e)
     decoder: list[SegmentDecoder] = []
@@ -174,6 +230,9 @@ def _check_segment(f: SegmentFiles, codec, *, sealed: bool, problems: list[Corru
         if beyond:
             what = "index has more than its segment" if sealed or "partial" not in beyond else "torn tail"
             problems.append(f.error(f"{what}: {beyond}", seq=seq, offset=ix.entry_position(first, seq), index=True))
+    if f.last_seq is not None and seq != f.last_seq + 1 and len(problems) < _MAX_PER_SEGMENT:
+        problems.append(f.error(f"compacted segment named to hold seq {first} … {f.last_seq} ends at seq {seq - 1}",
+                                seq=seq, offset=offset))
     return seq
 
 
@@ -242,7 +301,8 @@ def _headless(st: Storage, d: str) -> bool:
 
 
 def _holds_segments(st: Storage, d: str) -> bool:
-    return any(lay.segment_first(x, enc) or lay.index_first(x) for x in _listing(st, d)
+    return any(lay.segment_first(x, enc) or lay.index_first(x) or lay.compacted_range(x, enc)
+               or lay.compacted_index_range(x) for x in _listing(st, d)
                for lay in LAYOUTS.values() for enc in ("arrow", "avro"))
 
 
@@ -282,6 +342,8 @@ def _part_layout(st: Storage, header: StreamHeader, part: int, pdir: str) -> lis
         return [_problem("layout", f"cannot list the part folder: {e.strerror or e}", stream, part, path=pdir)]
     data: dict[int, str] = {}
     index: dict[int, str] = {}
+    cdata: dict[tuple[int, int], str] = {}
+    cindex: dict[tuple[int, int], str] = {}
     problems: list[EventLogError] = []
     for name in names:
         path = st.join(pdir, name)
@@ -289,12 +351,30 @@ def _part_layout(st: Storage, header: StreamHeader, part: int, pdir: str) -> lis
             data[seg[0]] = path
         elif (first := layout.index_first(name)) is not None:
             index[first] = path
+        elif (rng := layout.compacted_range(name, header.encoding)) is not None:
+            cdata[rng] = path
+        elif (rng := layout.compacted_index_range(name)) is not None:
+            cindex[rng] = path
+        elif (rng := layout.compacted_range(name, other)) is not None:
+            problems.append(_problem("header", f"compacted segment in the {other} encoding, but the header says "
+                                     f"{header.encoding}: the header disagrees with the parts", stream, part, rng[0],
+                                     path=path))
         elif (seg := layout.segment_first(name, other)) is not None:
             problems.append(_problem("header", f"segment in the {other} encoding, but the header says "
                                      f"{header.encoding}: the header disagrees with the parts", stream, part, seg[0],
                                      path=path))
-        elif name != LOCK_FILE:
+        elif name not in (LOCK_FILE, COMPACT_LOCK):
             problems.append(_problem("layout", "unexpected file in the part folder", stream, part, path=path))
+    for rng, path in cdata.items():  # check_part says more (which leftovers are harmless)
+        if rng not in cindex:
+            problems.append(_problem("torn-tail", "compacted segment without its index (a compaction stopped after "
+                                     "writing it, or is writing its index now; harmless, `replay compact` writes it)",
+                                     stream, part, rng[0], path=path))
+    for rng, path in cindex.items():
+        if rng not in cdata:
+            problems.append(_problem("torn-tail", "compacted index without its segment (an interrupted removal; "
+                                     "harmless, `replay compact` removes it)", stream, part, rng[0], path=path))
+    covered = [r for r in cdata if r in cindex]
     newest = max(data, default=None)
     for first, path in data.items():
         if first not in index:
@@ -305,7 +385,12 @@ def _part_layout(st: Storage, header: StreamHeader, part: int, pdir: str) -> lis
                 problems.append(_problem("layout", "segment without its index", stream, part, first, path=path))
     for first, path in index.items():
         if first not in data and not any(p.seq == first and getattr(p, "kind", None) == "header" for p in problems):
-            problems.append(_problem("layout", "index without its segment", stream, part, first, path=path))
+            if any(a <= first <= b for a, b in covered):
+                problems.append(_problem("torn-tail", "index without its segment inside a compacted segment's range "
+                                         "(an interrupted compaction's removal; harmless, `replay compact` removes "
+                                         "it)", stream, part, first, path=path))
+            else:
+                problems.append(_problem("layout", "index without its segment", stream, part, first, path=path))
     return problems
 
 
@@ -317,15 +402,16 @@ def locate_event(st: Storage, header: StreamHeader, part_dir: str, part: int, se
     segment's index, when it lists the event); ``{}`` when no segment may hold it."""
     layout = layout_for(header.version)
     try:
-        firsts = [s for s in layout.list_segments(st, part_dir, header.encoding) if s <= seq]
+        span = layout.list_part(st, part_dir, header.encoding).holding(seq)
     except OSError:
         return {}
-    if not firsts:
+    if span is None:
         return {}
     try:
-        files = SegmentFiles(st, part_dir, firsts[-1], layout, header.encoding, stream=header.stream, part=part)
+        files = SegmentFiles(st, part_dir, span.first, layout, header.encoding, stream=header.stream, part=part,
+                             last=span.last)
     except OSError:  # removed since listed
-        return {"path": st.join(part_dir, layout.sealed_name(firsts[-1], header.encoding))}
+        return {"path": st.join(part_dir, layout.sealed_name(span.first, header.encoding))}
     try:
         files.refresh()
         entry = files.entry(seq)
@@ -344,13 +430,14 @@ def stored_event(st: Storage, header: StreamHeader, part_dir: str, part: int, se
     walked from its prefix by the index entries, else by framing; None when no segment holds it whole."""
     layout = layout_for(header.version)
     try:
-        firsts = [s for s in layout.list_segments(st, part_dir, header.encoding) if s <= seq]
+        span = layout.list_part(st, part_dir, header.encoding).holding(seq)
     except OSError:
         return None
-    if not firsts:
+    if span is None:
         return None
     try:
-        files = SegmentFiles(st, part_dir, firsts[-1], layout, header.encoding, stream=header.stream, part=part)
+        files = SegmentFiles(st, part_dir, span.first, layout, header.encoding, stream=header.stream, part=part,
+                             last=span.last)
     except OSError:
         return None
     try:
@@ -377,7 +464,7 @@ def segment_after(st: Storage, header: StreamHeader, part_dir: str, error: Event
     None when there is none (or the part cannot be listed)."""
     pos = error.seq
     if pos is None and error.path:
-        stem = error.path.replace("\\", "/").rsplit("/", 1)[-1].lstrip("_").split(".")[0]
+        stem = error.path.replace("\\", "/").rsplit("/", 1)[-1].lstrip("_").split(".")[0].split("-")[-1]
         pos = int(stem) if stem.isdigit() else None
     if pos is None:
         return None

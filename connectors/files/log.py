@@ -39,7 +39,7 @@ from eventlog.header import StreamHeader, check_stream_name
 from eventlog.limits import MAX_HEADER_BYTES
 from eventlog.log import PRELOAD_ENV, Log, PartStats, StoredEvent, check_sync_mode
 from eventlog.retention import MAX_RETENTION_BYTES, Retention
-from eventlog.schema_history import MAX_HISTORY_BYTES, SchemaHistory, check_evolution
+from eventlog.schema_history import MAX_HISTORY_BYTES, SchemaHistory, check_evolution, evolution_of
 from eventlog.uri import local_path
 
 from . import index as ix
@@ -214,11 +214,8 @@ class FileLog(Log):
         SchemaEvolutionError otherwise."""
         self.schema_history(header.stream, fresh=True)  # a writer compares with what is current now
         current = self.header(header.stream)
-        if header.schema.equals(current.schema) or current.version[0] < 2:
-            current.check_same(header)
-            return current
-        current.check_same(dataclasses.replace(header, schema=current.schema))  # all but the schema agree
-        return self._evolve(current, header.schema)
+        changes = evolution_of(current, header)
+        return self._evolve(current, header.schema, changes) if changes else current
 
     # -- schema history (FORMAT.md §12) -----------------------------------------------------------------------
 
@@ -270,9 +267,7 @@ class FileLog(Log):
         finally:
             self._st.unlock(handle)
 
-    def _evolve(self, current: StreamHeader, schema: pa.Schema) -> StreamHeader:
-        changes = check_evolution(current.schema, schema, stream=current.stream)
-
+    def _evolve(self, current: StreamHeader, schema: pa.Schema, changes: list[str]) -> StreamHeader:
         def add(history: SchemaHistory) -> SchemaHistory:
             check_evolution(history.current, schema, stream=current.stream)  # against what is current now
             return history.with_version(schema)[0]
@@ -284,12 +279,8 @@ class FileLog(Log):
     def _note_writer_schema(self, stream: str, part: int, seq: int, header: StreamHeader) -> None:
         """Record that ``part`` writes with ``header``'s schema from ``seq`` on (when it did not already)."""
         history = self.schema_history(stream, fresh=True)
-        if history is None:
-            return  # one schema: nothing to record
-        version = history.version_of(header.schema)
-        if version is None or (history.version_at(part, seq) == version and part in history.switches):
-            return
-        self._update_history(stream, lambda h: h.with_switch(part, seq, h.version_of(header.schema) or 0))
+        if history is not None and history.switch_for(part, seq, header.schema) is not None:
+            self._update_history(stream, lambda h: h.with_switch(part, seq, h.version_of(header.schema) or 0))
 
     def _part_dir(self, header: StreamHeader, part: int) -> str:
         if isinstance(part, bool) or not isinstance(part, int) or not 0 <= part < header.peers:
@@ -315,17 +306,22 @@ class FileLog(Log):
         header = self.header(stream)
         d = self._part_dir(header, part)
         layout = layout_for(header.version)
-        segs = layout.list_segments(self._st, d, header.encoding)
+        listing = layout.list_part(self._st, d, header.encoding)
+        segs = listing.firsts
         if not segs:
             return PartStats(1, 1, 0, 0)
         sizes = self._st.file_sizes(d)
         size = 0
-        for first in segs:
-            for name in dict.fromkeys((layout.sealed_name(first, header.encoding), layout.open_name(first, header.encoding),
-                                       layout.index_name(first))):
+        for span in listing.spans:
+            names = ((layout.compacted_name(span.first, span.last, header.encoding),
+                      layout.compacted_index_name(span.first, span.last)) if span.last is not None else
+                     (layout.sealed_name(span.first, header.encoding), layout.open_name(span.first, header.encoding),
+                      layout.index_name(span.first)))
+            for name in dict.fromkeys(names):
                 size += sizes.get(name, 0)
         try:
-            files = SegmentFiles(self._st, d, segs[-1], layout, header.encoding, stream=stream, part=part)
+            files = SegmentFiles(self._st, d, segs[-1], layout, header.encoding, stream=stream, part=part,
+                                 last=listing.spans[-1].last)
         except FileNotFoundError:  # removed since listed: a writer dropped an empty segment
             n = 0
         else:
@@ -392,14 +388,18 @@ class FileLog(Log):
         d = self._part_dir(header, part)
         layout = layout_for(header.version)
         try:
-            segs = layout.list_segments(self._st, d, header.encoding)
+            listing = layout.list_part(self._st, d, header.encoding)
+            segs = listing.firsts
             sizes = self._st.file_sizes(d) if segs else {}
             events = freed = 0
-            for first, after in zip(segs, segs[1:]):  # never the newest segment: a reopening writer reads its tail
+            for span, after in zip(listing.spans, segs[1:]):  # never the newest segment: a writer reads its tail
+                first = span.first
                 if after > seq:
                     break
-                names = (layout.sealed_name(first, header.encoding), layout.open_name(first, header.encoding),
-                         layout.index_name(first))  # the data first: an index without its segment is harmless
+                names = ((layout.compacted_name(first, span.last, header.encoding),
+                          layout.compacted_index_name(first, span.last)) if span.last is not None else
+                         (layout.sealed_name(first, header.encoding), layout.open_name(first, header.encoding),
+                          layout.index_name(first)))  # the data first: an index without its segment is harmless
                 for name in dict.fromkeys(names):
                     if name in sizes:
                         with contextlib.suppress(FileNotFoundError):  # a concurrent trim removed it first
@@ -413,6 +413,18 @@ class FileLog(Log):
             return events, freed
         except OSError as e:
             raise io_error(e, writing=True, stream=stream, part=part, path=d) from None
+
+    def compact(self, stream: str, part: int | None = None, *, target_bytes: int | None = None,
+                min_segments: int = 2, dry_run: bool = False, hook: "Callable[[str], None] | None" = None) -> Any:
+        """Rewrite runs of small sealed segments of ``stream`` (every part, or only ``part``) into compacted
+        segments of up to ``target_bytes`` (default: the log's ``segment_bytes``) each, keeping every event byte
+        for byte (FORMAT.md §11; ``compact.py``): a ``compact.CompactResult``. Readers running meanwhile see
+        every event once; a compaction stopped at any step leaves a readable log, and the next one finishes it.
+        ``hook(step)`` is called before each step that changes storage (tests stop a compaction there)."""
+        from .compact import compact_stream
+
+        return compact_stream(self, stream, part, target_bytes=target_bytes or self.segment_bytes,
+                              min_segments=min_segments, dry_run=dry_run, hook=hook)
 
     def last_write(self, stream: str, part: int) -> float | None:
         """The modification time of the part's newest segment or its index (whichever is later; seconds

@@ -323,7 +323,10 @@ class FilePartReader(PartReader):
     def _moved(self, cur: _Cursor | None) -> bool:
         """After ``cur``'s files vanished while being read: True when a compacted segment now holds the next event
         to read (a compaction replaced the segment; reading goes on there), False otherwise."""
-        span = self._list().covering(self._next)
+        listing = self._list()
+        span = listing.covering(self._next)
+        if span is None and cur is not None:  # its events up to the one before ``_next`` are in a compacted segment
+            span = listing.covering(cur.first_seq)
         return span is not None and (cur is None or (span.first, span.last) != (cur.first_seq, cur.files.last_seq))
 
     def __iter__(self) -> Iterator[Entry]:

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ui": ("replay.cli.ui:ui", "Watch a log live in a web page; Prometheus /metrics."),
     "top": ("replay.cli.top:top", "Per-part frontiers, lag and rates, refreshing in the terminal."),
     "trim": ("replay.cli.trim:trim", "Drop old times of a stream (retention)."),
+    "compact": ("replay.cli.compact:compact", "Merge small segments of a file log stream."),
 }
 
 

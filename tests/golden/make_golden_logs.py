@@ -87,7 +87,32 @@ def write_trimmed(log, enc: str) -> str:  # noqa: ANN001 - a file log
     return name
 
 
+def write_compacted(log, enc: str) -> str:  # noqa: ANN001 - a file log
+    """Format 2.1: ``golden-<enc>-compacted``, one int64 part written by six writer incarnations (a micro-batch each,
+    a segment each), the third dying after it sent at time 3 (a void message), then compacted (FORMAT.md §11): the
+    first five segments are one compacted segment recording five runs of writer epochs, the sixth is left alone."""
+    name = f"golden-{enc}-compacted"
+    log.create_stream(StreamHeader(name, 1, SCHEMA, "int64", enc, created=CREATED))
+    for b in range(5):
+        cap = Capture(log, name, 0, 1)
+        cap.send(b, rows(b + 1))
+        cap.advance_to(b + 1)
+        if b == 2:
+            cap.send(b + 1, rows(9))
+        cap.flush()
+        cap.abort()
+    with Capture(log, name, 0, 1) as cap:
+        cap.send(5, rows(6))
+    log.compact(name, target_bytes=1 << 20)
+    return name
+
+
 def main(root: str, version: str) -> None:
+    if version == "2.1-compacted":  # compacted segments (format 2.1, FORMAT.md §11)
+        log = open_log(root, format="2.0")
+        for enc in ("arrow", "avro"):
+            write_compacted(log, enc)
+        return
     if version == "2.1":  # the version of retention marks: trimmed streams (the streams' headers say 2.0)
         log = open_log(root, format="2.0", segment_bytes=1)
         for enc in ("arrow", "avro"):
