@@ -30,6 +30,7 @@ from ..header import StreamHeader
 from ..log import Log, PartWriter, open_log
 from ..records import Records, to_batch
 from ..time import Time, TimeType
+from .compaction_policy import CompactionPolicy
 from .reader import CheckedPart
 from .retention_policy import RetentionPolicy
 
@@ -47,7 +48,9 @@ class Capture:
     ``expect_next_seq`` (the ``next_seq`` the application saved in its own checkpoint) makes opening raise
     ``LostDataError`` when the part holds less, or the stream is gone, instead of starting a new history.
     ``retention`` (an age: ``"7d"``, ``"12h"``, seconds) drops the stream's times complete longer ago than that,
-    now and then, in the background (``retention_policy.RetentionPolicy``; FORMAT.md §10).
+    now and then, in the background (``retention_policy.RetentionPolicy``; FORMAT.md §10); ``compact`` (a number
+    of segments, file logs) merges the part's small sealed segments once it holds that many
+    (``compaction_policy.CompactionPolicy``; FORMAT.md §11).
 
     Reopening a part starts a new writer incarnation: readers void the messages the previous one left at
     times the part had not completed, so the application re-sends every time from ``frontier`` on (FORMAT.md
@@ -72,8 +75,10 @@ class Capture:
         expect_next_seq: int | None = None,
         continues: bool = False,
         retention: "str | float | None" = None,
+        compact: int | None = None,
     ) -> None:
         self._retention: RetentionPolicy | None = None
+        self._compaction: CompactionPolicy | None = None
         self.log = log if isinstance(log, Log) else open_log(log)
         if expect_next_seq is not None:
             self._check_stream_exists(stream, worker, expect_next_seq)
@@ -84,6 +89,9 @@ class Capture:
         if retention is not None:
             uri = self.log.uri
             self._retention = RetentionPolicy(lambda: open_log(uri), stream, retention)
+        if compact is not None:
+            uri = self.log.uri
+            self._compaction = CompactionPolicy(lambda: open_log(uri), stream, worker, compact)
         self._writer: PartWriter = self.log.writer(stream, worker, sync=sync, continues=continues)
         self._closed = False
         if expect_next_seq is not None and self._writer.next_seq < expect_next_seq:
@@ -241,8 +249,9 @@ class Capture:
             self._writer.append(Progress(changes.consolidated()))
             self._frontier = new
         self._writer.sync()
-        if self._retention is not None:
-            self._retention.tick()
+        for policy in (self._retention, self._compaction):
+            if policy is not None:
+                policy.tick()
 
     def _as_antichain(self, frontier: "Time | Antichain | Iterable[Time]") -> Antichain:
         tt = self.header.time_type
@@ -276,16 +285,19 @@ class Capture:
         finally:
             self._closed = True
             self._writer.close()
-            if self._retention is not None:
-                self._retention.close()
+            self._close_policies()
 
     def abort(self) -> None:
         """Release the writer without finishing the part (what was appended is kept and synced)."""
         if not self._closed:
             self._closed = True
             self._writer.close()
-            if self._retention is not None:
-                self._retention.close()
+            self._close_policies()
+
+    def _close_policies(self) -> None:
+        for policy in (self._retention, self._compaction):
+            if policy is not None:
+                policy.close()
 
     def __enter__(self) -> "Capture":
         return self
