@@ -214,3 +214,25 @@ def test_third_party_dataset_readers_read_every_version_given_the_current_schema
                        ).to_table(columns=["id", "extra", "_time"])
     assert sorted(table.to_pylist(), key=lambda r: r["_time"]) == [{"id": 1, "extra": None, "_time": 0},
                                                                    {"id": 2, "extra": "e", "_time": 1}]
+
+
+def test_replay_copy_writes_a_trimmed_and_evolved_stream_as_a_plain_one(tmp_path):
+    """``replay copy`` upgrades (FORMAT.md §6): the copy of a stream that was trimmed and whose schema changed holds
+    the retained times in the current schema, with no mark and no history — what any 2.0 reader reads."""
+    from eventlog.antichain import Antichain
+    from eventlog.parts.trim import trim
+    from tests.support.cli import replay_cli
+
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    log = open_log(src, segment_bytes=300)
+    for t in range(6):
+        _write(log, V1, 0, 1, t, [{"id": t, "name": f"n{t}", "score": 0.5}])
+    v2 = pa.schema([("id", pa.int64()), ("score", pa.float64()), ("tag", pa.string())])
+    for t in range(6, 9):
+        _write(log, v2, 0, 1, t, [{"id": t, "score": 1.5, "tag": "x"}])
+    trim(log, "s", since=Antichain([3]))
+    replay_cli("copy", src, dst, "s")
+    copy = open_log(dst)
+    assert copy.retention("s") is None and copy.schema_history("s") is None
+    assert copy.header("s").schema.equals(v2)
+    assert _replay(copy) == _replay(open_log(src)) and sorted(_replay(copy)) == list(range(3, 9))
