@@ -32,6 +32,7 @@ from eventlog.errors import (
     EventLogError,
     InvalidURIError,
     LogLimitError,
+    PartLockedError,
     StreamNotFoundError,
     UnsupportedVersionError,
 )
@@ -249,7 +250,7 @@ class FileLog(Log):
         conditional write on S3 (retried when another writer changed it meanwhile)."""
         stored = self.stored_header(stream)
         path = self._schemas_path(stream)
-        handle = self._st.lock(self._st.join(self._stream_dir(stream), SCHEMAS_LOCK))
+        handle = self._lock_waiting(self._st.join(self._stream_dir(stream), SCHEMAS_LOCK), stream)
         try:
             for _ in range(32):
                 history, version = self._read_history(stored)
@@ -347,6 +348,19 @@ class FileLog(Log):
             return None
         return self._read_retention(header)[0]
 
+    def _lock_waiting(self, path: str, stream: str, timeout: float = 60.0) -> object:
+        """The lock ``path`` of a short stream-wide update (a retention mark, the schema history), waited for while
+        another writer of the stream holds it (the part writers of one job record their schema at once)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._st.lock(path)
+            except PartLockedError:
+                if time.monotonic() > deadline:
+                    raise PartLockedError(f"another writer held {path} for {timeout:g} s", stream=stream,
+                                          path=path) from None
+                time.sleep(0.01)
+
     def _read_retention(self, header: StreamHeader) -> tuple[Retention | None, str | None]:
         path = self._retention_path(header)
         try:
@@ -364,7 +378,7 @@ class FileLog(Log):
                 f"dropping old events needs a format 2 stream; this one is {header.version[0]}.{header.version[1]} "
                 f"(replay copy it to a new log to upgrade it)", stream=stream)
         lock = self._st.join(self._stream_dir(stream), RETENTION_LOCK)
-        handle = self._st.lock(lock)  # one trim of a stream at a time on a local disk (S3: the write is conditional)
+        handle = self._lock_waiting(lock, stream)  # one trim of a stream at a time on a local disk (S3: conditional)
         try:
             for _ in range(16):
                 current, version = self._read_retention(header)

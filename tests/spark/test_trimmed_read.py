@@ -101,3 +101,18 @@ def test_spark_reads_a_stream_whose_schema_changed_as_its_current_schema(spark, 
          .trigger(availableNow=True).start())
     q.awaitTermination()
     assert sorted(got) == [(0, 1, None), (1, 2**40, "x")]
+
+
+def test_a_streaming_tap_whose_output_gains_a_column_goes_on(spark, log_dir):
+    """Issue 32 §3: the day the job's output gains a column, ``tap_batches`` (the streaming sink) records the new
+    schema and goes on instead of refusing it; readers read the earlier batches with the column null."""
+    from capture import tap_batches
+
+    append = tap_batches(log_dir, "grows")
+    append(spark.range(0, 3).toDF("n"), 0)
+    append(spark.createDataFrame([(3, "new")], "n BIGINT, note STRING"), 1)
+    rows = spark.read.format("eventlog").load(f"{log_dir}/grows").select("_time", "n", "note").collect()
+    assert sorted((r["_time"], r["n"], r["note"]) for r in rows) == [(0, 0, None), (0, 1, None), (0, 2, None),
+                                                                     (1, 3, "new")]
+    with pytest.raises(Exception, match="changes type"):
+        append(spark.createDataFrame([("x",)], "n STRING"), 2)

@@ -236,3 +236,30 @@ def test_replay_copy_writes_a_trimmed_and_evolved_stream_as_a_plain_one(tmp_path
     assert copy.retention("s") is None and copy.schema_history("s") is None
     assert copy.header("s").schema.equals(v2)
     assert _replay(copy) == _replay(open_log(src)) and sorted(_replay(copy)) == list(range(3, 9))
+
+
+def test_the_writers_of_every_part_record_a_change_at_once(tmp_path):
+    """The part writers of one job open at the same moment with the job's new schema: each waits its turn to
+    record its switch (the tap appends its parts in threads); none fails, and every part reads back."""
+    import threading
+
+    log = open_log(str(tmp_path / "log"))
+    for part in range(4):
+        _write(log, V1, part, 4, 0, [{"id": part, "name": "a", "score": 0.5}])
+    v2 = V1.append(pa.field("extra", pa.int64()))
+    errors: list[BaseException] = []
+
+    def reopen(part: int) -> None:
+        try:
+            _write(log, v2, part, 4, 1, [{"id": 10 + part, "name": "b", "score": 1.0, "extra": part}], finish=True)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reopen, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert set(log.schema_history("s").switches) == {0, 1, 2, 3}
+    assert [r["extra"] for r in _replay(log)[1]] == [0, 1, 2, 3]
