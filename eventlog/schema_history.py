@@ -38,6 +38,11 @@ class SchemaEvolutionError(HeaderMismatchError, SchemaMismatchError):
     column and what changed (Avro's, Delta's and Iceberg's rules, module doc). A ``HeaderMismatchError`` (the
     stream exists with another header) and a ``SchemaMismatchError``."""
 
+    _PREFIX = "the stream's schema cannot change this way: "
+
+    def __init__(self, message: str, **where: Any) -> None:
+        super().__init__(message if message.startswith(self._PREFIX) else self._PREFIX + message, **where)
+
 
 def fingerprint(schema: pa.Schema) -> str:
     """A schema's identity in the history: the hex SHA-256 of its serialized form, metadata left out."""
