@@ -11,15 +11,14 @@ skipped by every reader, so a time is dropped whole or not at all. FORMAT.md §1
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .antichain import Antichain
-from .errors import CorruptLogError, LostDataError
-from .header import StreamHeader, header_checksum
-from .limits import check_limit
+from .errors import LostDataError
+from .header import StreamHeader
+from .stream_doc import dump_doc, load_doc
 from .time import Time
 
 RETENTION_VERSION = (2, 1)
@@ -95,45 +94,20 @@ class Retention:
     # -- stored form ---------------------------------------------------------------------------------------
 
     def to_json(self, header: StreamHeader) -> bytes:
-        """The mark as stored (FORMAT.md §10): a JSON object with the stream's header checksum and its own."""
-        doc: dict[str, Any] = {
-            "format": "eventlog-retention",
-            "version": f"{RETENTION_VERSION[0]}.{RETENTION_VERSION[1]}",
-            "stream": self.stream,
-            "header": _identity(header),
+        """The mark as stored (FORMAT.md §10; ``stream_doc``)."""
+        return dump_doc("eventlog-retention", header, {
             "since": [_time_json(t) for t in self.since],
             "parts": [{"start": c.start, "counts": [[_time_json(t), n] for t, n in c.counts]} for c in self.parts],
             "trimmed": self.trimmed,
             "dropped": dict(self.dropped),
-        }
-        doc["checksum"] = header_checksum(doc)
-        data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-        check_limit("retention mark size in bytes", len(data), MAX_RETENTION_BYTES, stream=self.stream)
-        return data
+        }, what="retention mark", limit=MAX_RETENTION_BYTES)
 
     @staticmethod
     def from_json(data: bytes, header: StreamHeader, *, path: str | None = None) -> "Retention":
         """Parse and check a stored mark against the stream's ``header``; ``CorruptLogError`` naming the stream
         and ``path`` when it is damaged, of another stream or header, or out of range."""
-        where = {"stream": header.stream, "path": path}
-
-        def corrupt(reason: str) -> CorruptLogError:
-            return CorruptLogError(f"unreadable retention mark: {reason}", **where)
-
-        check_limit("retention mark size in bytes", len(data), MAX_RETENTION_BYTES, reading=True, **where)
-        try:
-            doc = json.loads(bytes(data).decode("utf-8"))
-        except (ValueError, RecursionError) as e:
-            raise corrupt(f"not a JSON document: {str(e)[:200]}") from None
-        if not isinstance(doc, dict) or doc.get("format") != "eventlog-retention":
-            raise corrupt("not a retention mark")
-        checksum = doc.get("checksum")
-        if checksum != header_checksum({k: v for k, v in doc.items() if k != "checksum"}):
-            raise corrupt("checksum mismatch")
-        if doc.get("stream") != header.stream:
-            raise corrupt(f"it names stream {str(doc.get('stream'))[:200]!r}")
-        if doc.get("header") != _identity(header):
-            raise corrupt("it was written for another header of this stream")
+        doc, corrupt = load_doc(data, "eventlog-retention", header, what="retention mark",
+                                limit=MAX_RETENTION_BYTES, path=path)
         check = header.time_type.check
         try:
             since = Antichain(check(_time_value(t)) for t in _list(doc.get("since")))
@@ -153,12 +127,6 @@ class Retention:
             raise corrupt(f"{len(parts)} part cuts for a stream of {header.peers} parts")
         return Retention(header.stream, since, tuple(parts), trimmed,
                          {str(k): int(v) for k, v in dropped.items() if isinstance(v, int)})
-
-
-def _identity(header: StreamHeader) -> str:
-    """What ties a mark to one creation of its stream (a stream deleted and created again under the same name
-    has another creation time)."""
-    return f"{header.created} peers={header.peers} time={header.time_type.name} encoding={header.encoding}"
 
 
 def _time_json(t: Time) -> Any:

@@ -19,15 +19,14 @@ import base64
 import bisect
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from .errors import CorruptLogError, HeaderMismatchError, SchemaMismatchError
-from .header import StreamHeader, header_checksum
-from .limits import check_limit
+from .errors import HeaderMismatchError, SchemaMismatchError
+from .header import StreamHeader
+from .stream_doc import dump_doc, load_doc
 
 MAX_HISTORY_BYTES = 64 << 20
 """The largest schema history a reader accepts."""
@@ -195,40 +194,18 @@ class SchemaHistory:
     # -- stored form ---------------------------------------------------------------------------------------
 
     def to_json(self, header: StreamHeader) -> bytes:
-        """The history as stored (FORMAT.md §12), with a checksum."""
-        doc: dict[str, Any] = {
-            "format": "eventlog-schemas",
-            "version": "2.1",
-            "stream": self.stream,
-            "header": _identity(header),
+        """The history as stored (FORMAT.md §12; ``stream_doc``)."""
+        return dump_doc("eventlog-schemas", header, {
             "schemas": [base64.b64encode(s.serialize().to_pybytes()).decode() for s in self.versions],
             "parts": {str(p): [[s, v] for s, v in runs] for p, runs in sorted(self.switches.items())},
-        }
-        doc["checksum"] = header_checksum(doc)
-        data = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-        check_limit("schema history size in bytes", len(data), MAX_HISTORY_BYTES, stream=self.stream)
-        return data
+        }, what="schema history", limit=MAX_HISTORY_BYTES)
 
     @staticmethod
     def from_json(data: bytes, header: StreamHeader, *, path: str | None = None) -> "SchemaHistory":
         """Parse and check a stored history against the stream's ``header``; ``CorruptLogError`` naming the
         stream and ``path`` when it is damaged or belongs to another stream or creation."""
-        where = {"stream": header.stream, "path": path}
-
-        def corrupt(reason: str) -> CorruptLogError:
-            return CorruptLogError(f"unreadable schema history: {reason}", **where)
-
-        check_limit("schema history size in bytes", len(data), MAX_HISTORY_BYTES, reading=True, **where)
-        try:
-            doc = json.loads(bytes(data).decode("utf-8"))
-        except (ValueError, RecursionError) as e:
-            raise corrupt(f"not a JSON document: {str(e)[:200]}") from None
-        if not isinstance(doc, dict) or doc.get("format") != "eventlog-schemas":
-            raise corrupt("not a schema history")
-        if doc.get("checksum") != header_checksum({k: v for k, v in doc.items() if k != "checksum"}):
-            raise corrupt("checksum mismatch")
-        if doc.get("stream") != header.stream or doc.get("header") != _identity(header):
-            raise corrupt("it belongs to another stream or another creation of this one")
+        doc, corrupt = load_doc(data, "eventlog-schemas", header, what="schema history", limit=MAX_HISTORY_BYTES,
+                                path=path)
         try:
             versions = tuple(pa.ipc.read_schema(pa.py_buffer(base64.b64decode(s, validate=True)))
                              for s in doc["schemas"])
@@ -272,10 +249,6 @@ def merge_histories(a: "SchemaHistory | None", b: SchemaHistory) -> SchemaHistor
         for seq, v in runs:
             switches.setdefault(p, {})[seq] = index[v]
     return SchemaHistory(a.stream, tuple(versions), {p: tuple(sorted(r.items())) for p, r in switches.items()})
-
-
-def _identity(header: StreamHeader) -> str:
-    return f"{header.created} peers={header.peers} time={header.time_type.name} encoding={header.encoding}"
 
 
 __all__ = ["MAX_HISTORY_BYTES", "SchemaEvolutionError", "SchemaHistory", "check_evolution", "conform", "evolution_of",
