@@ -246,23 +246,37 @@ class FileLog(Log):
         return SchemaHistory.from_json(data, stored, path=path), version
 
     def _update_history(self, stream: str, change: Callable[[SchemaHistory], SchemaHistory]) -> SchemaHistory:
-        """Apply ``change`` to the stream's history and store it: under the stream's lock on a local disk, as a
-        conditional write on S3 (retried when another writer changed it meanwhile)."""
+        """Apply ``change`` to the stream's history and store it (``_update_doc``)."""
         stored = self.stored_header(stream)
-        path = self._schemas_path(stream)
-        handle = self._lock_waiting(self._st.join(self._stream_dir(stream), SCHEMAS_LOCK), stream)
+
+        def step(history: SchemaHistory | None) -> tuple[SchemaHistory, bool]:
+            before = history or SchemaHistory(stream, (stored.schema,))
+            after = change(before)
+            return after, not (after == before and history is not None)
+
+        after = self._update_doc(stream, self._schemas_path(stream), SCHEMAS_LOCK, lambda: self._read_history(stored),
+                                 step, lambda h: h.to_json(stored), attempts=32,
+                                 gave_up="the schema history kept changing under this writer; open it again")
+        self._histories[stream] = (time.monotonic(), after)
+        return after
+
+    def _update_doc(self, stream: str, path: str, lock: str, read: "Callable[[], tuple[Any, str | None]]",
+                    step: "Callable[[Any], tuple[Any, bool]]", to_json: "Callable[[Any], bytes]", *, attempts: int,
+                    gave_up: str) -> Any:
+        """Change one of the stream's documents (FORMAT.md §10, §12): ``step(current)`` gives the new document and
+        whether to write it. Under the stream's ``lock`` on a local disk, as a conditional write on S3, read and
+        tried again (at most ``attempts`` times) when another writer changed it meanwhile."""
+        handle = self._lock_waiting(self._st.join(self._stream_dir(stream), lock), stream)
         try:
-            for _ in range(32):
-                history, version = self._read_history(stored)
-                before = history or SchemaHistory(stream, (stored.schema,))
-                after = change(before)
-                if after == before and history is not None:
+            for _ in range(attempts):
+                current, version = read()
+                after, write = step(current)
+                if not write:
                     return after
-                done, _ = self._st.replace(path, after.to_json(stored), version)
+                done, _ = self._st.replace(path, to_json(after), version)
                 if done:
-                    self._histories[stream] = (time.monotonic(), after)
                     return after
-            raise EventLogError("the schema history kept changing under this writer; open it again", stream=stream)
+            raise EventLogError(gave_up, stream=stream)
         except OSError as e:
             raise io_error(e, writing=True, stream=stream, path=path) from None
         finally:
@@ -377,25 +391,18 @@ class FileLog(Log):
             raise UnsupportedVersionError(
                 f"dropping old events needs a format 2 stream; this one is {header.version[0]}.{header.version[1]} "
                 f"(replay copy it to a new log to upgrade it)", stream=stream)
-        lock = self._st.join(self._stream_dir(stream), RETENTION_LOCK)
-        handle = self._lock_waiting(lock, stream)  # one trim of a stream at a time on a local disk (S3: conditional)
-        try:
-            for _ in range(16):
-                current, version = self._read_retention(header)
-                if current is not None and current.covers(mark):
-                    return current
-                if not mark.covers(current):
-                    raise EventLogError("a concurrent trim recorded a retention mark that neither drops more nor "
-                                        "less than this one; run the trim again", stream=stream,
-                                        path=self._retention_path(header))
-                done, _ = self._st.replace(self._retention_path(header), mark.to_json(header), version)
-                if done:
-                    return mark
-            raise EventLogError("the retention mark kept changing under this trim; run it again", stream=stream)
-        except OSError as e:
-            raise io_error(e, writing=True, stream=stream, path=self._retention_path(header)) from None
-        finally:
-            self._st.unlock(handle)
+        def step(current: Retention | None) -> tuple[Retention, bool]:
+            if current is not None and current.covers(mark):
+                return current, False
+            if not mark.covers(current):
+                raise EventLogError("a concurrent trim recorded a retention mark that neither drops more nor less than "
+                                    "this one; run the trim again", stream=stream, path=self._retention_path(header))
+            return mark, True
+
+        # one trim of a stream at a time on a local disk (S3: the write is conditional)
+        return self._update_doc(stream, self._retention_path(header), RETENTION_LOCK,
+                                lambda: self._read_retention(header), step, lambda m: m.to_json(header), attempts=16,
+                                gave_up="the retention mark kept changing under this trim; run it again")
 
     def drop_before(self, stream: str, part: int, seq: int) -> tuple[int, int | None]:
         header = self.header(stream)
