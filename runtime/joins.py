@@ -29,7 +29,7 @@ hash join on the key columns and row numbers, then ``take`` of the rows (any col
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -204,6 +204,14 @@ class _Join(Operator):
             self._right_schema = inst["right_schema"].schema
         return state.get("keyed") or {}
 
+    def _restored_sides(self, state: dict[str, Any] | None, node: str) -> Iterator[tuple[int, pa.Table, np.ndarray]]:
+        """The rows of each input (0 left, 1 right) a checkpoint buffered, with their times."""
+        keyed = self._open_instance(state)
+        for side, name in enumerate(("left", "right")):
+            table = self._decode(keyed.get(name, []), node)
+            if table is not None:
+                yield side, table, table.column(TIME_COLUMN).to_numpy()
+
     def _verify(self, state: dict[str, Any] | None, check: StateCheck, names: set[str]) -> None:
         Operator.verify_state(self, state, check)
         if not state:
@@ -231,12 +239,7 @@ class WindowJoinOp(_Join):
 
     def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
         super().open(ctx, state)
-        keyed = self._open_instance(state)
-        for side, name in enumerate(("left", "right")):
-            table = self._decode(keyed.get(name, []), ctx.node)
-            if table is None:
-                continue
-            times = table.column(TIME_COLUMN).to_numpy()
+        for side, table, times in self._restored_sides(state, ctx.node):
             starts = times - times % self.size
             for w in np.unique(starts).tolist():
                 self._windows.setdefault(w, ([], []))[side].append(table.filter(pa.array(starts == w)))
@@ -305,12 +308,7 @@ class IntervalJoinOp(_Join):
 
     def open(self, ctx: OperatorContext, state: dict[str, Any] | None) -> None:
         super().open(ctx, state)
-        keyed = self._open_instance(state)
-        for side, name in enumerate(("left", "right")):
-            table = self._decode(keyed.get(name, []), ctx.node)
-            if table is None:
-                continue
-            times = table.column(TIME_COLUMN).to_numpy()
+        for side, table, times in self._restored_sides(state, ctx.node):
             for t in np.unique(times).tolist():
                 self._bufs[side][t] = [table.filter(pa.array(times == t))]
         self._unmatched_min = self._earliest_unmatched()
