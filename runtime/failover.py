@@ -79,7 +79,9 @@ class JobResult:
     checkpoint_seconds: list[float] = field(default_factory=list)
     """Trigger-to-complete time of each checkpoint."""
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Statistics of each task of the last generation (records, rows out, writer peak bytes, …)."""
+    """Statistics of each task of the last generation (records, rows out, writer peak bytes, …; what
+    checkpoints cost it: ``state_bytes_max`` its largest snapshot, ``snapshot_s`` seconds encoding snapshots at
+    barriers, ``align_s`` seconds from a checkpoint's first barrier on an input channel to its last)."""
     failure_times: list[float] = field(default_factory=list)
     """Wall-clock time (``time.time()``) at which each failed generation was failed."""
     generation_starts: list[float] = field(default_factory=list)

@@ -102,7 +102,7 @@ class StatusPublisher:
                 instances.append({
                     "task": key, "records_in": s.get("records_in"), "rows_out": s.get("rows_out"),
                     "writer_peak_bytes": s.get("writer_peak_bytes"), "writer_blocked_s": s.get("writer_blocked_s"),
-                    "state_bytes": s.get("state_bytes"),
+                    "state_bytes": s.get("state_bytes"), "align_s": s.get("align_s"),
                     "heard_s_ago": round(mono - seen[key], 3) if key in seen else None,
                 })
             inputs = getattr(node, "inputs", None)

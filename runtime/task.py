@@ -295,6 +295,7 @@ class TaskRunner:
         thread of their own while records flow on; the task reports the checkpoint only once they are
         durable, so it completes as before, and a failed write fails the task."""
         self._join_snapshots()
+        began = time.monotonic()
         encoded = []
         last = len(self._ops) - 1
         for k, (name, op) in enumerate(zip(self._chain, self._ops)):
@@ -311,6 +312,8 @@ class TaskRunner:
             }
             encoded.append((name, self._store.encode_task(name, snapshot)))
         self.stats["state_bytes"] = sum(len(data) for _name, data in encoded)
+        self.stats["state_bytes_max"] = max(self.stats.get("state_bytes_max", 0), self.stats["state_bytes"])
+        self.stats["snapshot_s"] = self.stats.get("snapshot_s", 0.0) + time.monotonic() - began
         self.faults.tick("barrier")
         for w in self._writers:
             w.barrier(checkpoint)
@@ -416,6 +419,7 @@ class TaskRunner:
         s["channels"] = {w.name: {"sent_bytes": w.sent_bytes, "blocked_s": w.blocked_seconds} for w in ws}
         if self._reader is not None:
             s["duplicates"] = self._reader.duplicates
+            s["align_s"] = self._reader.align_seconds
         return s
 
     def _control(self) -> None:

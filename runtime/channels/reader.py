@@ -71,8 +71,11 @@ class ChannelReader:
         self._inputs = [MutableAntichain([(0, sum(c.input == i for c in self._channels.values()))])
                         for i in range(n_inputs)]
         self._aligning: int | None = None
+        self._align_started = 0.0
         self.messages = 0
         """Data messages handed to the operator."""
+        self.align_seconds = 0.0
+        """Seconds spent aligning barriers: from a checkpoint's first barrier on a channel to its last."""
 
     @property
     def frontier(self) -> Antichain:
@@ -163,6 +166,8 @@ class ChannelReader:
                 raise ChannelError(f"barrier {ckpt} on channel {ch.name!r} while aligning barrier {self._aligning}")
             ch.last_barrier = ckpt
             ch.blocked = ckpt
+            if self._aligning is None:
+                self._align_started = time.monotonic()
             self._aligning = ckpt
         else:  # EMPTY
             if b.last_id > ch.last_id:
@@ -173,6 +178,7 @@ class ChannelReader:
             for c in self._channels.values():
                 c.blocked = None
             self._aligning = None
+            self.align_seconds += time.monotonic() - self._align_started
             events.append((BARRIER, ch.last_barrier))
 
     def _move(self, ch: _InChannel, ts: int, events: list[tuple[Any, ...]]) -> None:

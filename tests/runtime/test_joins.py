@@ -153,10 +153,13 @@ def test_window_join_equals_its_definition(tmp_path, how):
     cl = job.from_generator(jp.clicks(60), parts=3, parallelism=1, name="clicks")
     out: list = []
     _collect(imps.key_by("ad").join(cl.key_by("ad"), how=how).window(5, parallelism=3, schema=jp.WINDOW_OUT), out)
-    _run(tmp_path, job)
+    result = _run(tmp_path, job)
     want = jp.window_join(jp.rows_of(jp.impressions(60), 2), jp.rows_of(jp.clicks(60), 3), 5, how)
     assert jp.norm(out) == want
     assert len(want) > 50
+    join = next(s for k, s in result.tasks.items() if k.startswith("join") or "window" in k)
+    # what a checkpoint cost the join's task: its largest snapshot, time encoding snapshots, time aligning
+    assert join["state_bytes_max"] >= join["state_bytes"] > 0 and join["snapshot_s"] > 0 and join["align_s"] >= 0
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])
@@ -272,17 +275,20 @@ def test_reader_tracks_each_inputs_frontier_and_aligns_barriers_across_inputs(tm
     assert sorted((e[1], e[3]) for e in ev if e[0] == DATA) == [(3, 0), (4, 1)]
     assert list(reader.frontier) == [7] and [list(f) for f in reader.input_frontiers()] == [[10], [7]]
     # alignment: input 0's channels deliver barrier 1, then more data; input 1's barrier comes later
+    assert reader.align_seconds == 0
     for w in ws[:2]:
         w.barrier(1)
     ws[0].write(encode_batch(12, batch))
     time.sleep(0.2)
     early = reader.poll() + reader.poll()
     assert not any(e[0] in (DATA, BARRIER) for e in early)
+    time.sleep(0.1)                         # aligning: input 0 delivered barrier 1 at the polls above
     ws[2].write(encode_batch(8, batch))
     ws[2].barrier(1)
     rest = _drain(reader, lambda ev: any(e[0] == DATA and e[1] == 12 for e in ev))
     order = [(e[0], e[1]) for e in rest if e[0] != FRONTIER]
     assert order == [(DATA, 8), (BARRIER, 1), (DATA, 12)]
+    assert reader.align_seconds >= 0.1      # from input 0's barrier (seen at the polls) to input 1's
     for w in ws:
         w.advance(FINISHED_TS)
     _drain(reader, lambda ev: reader.frontier.is_empty())
