@@ -34,12 +34,13 @@ def check_sync_mode(mode: object) -> str:
     return mode  # type: ignore[return-value]
 
 
-PROBLEM_KINDS = ("header", "corrupt", "gap", "progress", "messages", "torn-tail", "layout", "duplicate")
+PROBLEM_KINDS = ("header", "corrupt", "gap", "progress", "messages", "torn-tail", "layout", "duplicate", "leftover")
 """Classes of problems a check of a log reports (``replay.verify``): an unreadable or disagreeing stream header;
 bytes (or a Kafka record) that fail a checksum or do not decode, or say another thing than they hold; missing
 sequence ids; a broken progress rule; a malformed Messages event; a torn tail (what a crashed writer leaves; the
 next writer of the part cuts it); a problem of the storage layout (a missing index, a stray part folder, …); a
-Kafka record repeating sequence ids already read with other content (readers keep the first)."""
+Kafka record repeating sequence ids already read with other content (readers keep the first); and ``leftover``,
+which is no problem: files an interrupted compaction left that readers pass over (``replay verify`` notes them)."""
 
 _E = TypeVar("_E", bound=EventLogError)
 

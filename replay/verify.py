@@ -42,7 +42,11 @@ KINDS = PROBLEM_KINDS
 ``corrupt`` bytes or a record that fail a checksum, do not decode or say another thing than they hold; ``gap``
 missing sequence ids; ``progress`` a broken progress rule; ``messages`` a malformed Messages event; ``torn-tail``
 what a crashed writer leaves (the next writer of the part cuts it); ``layout`` a storage layout problem (missing
-index, stray part folder, …); ``duplicate`` a Kafka record repeating sequence ids with other content."""
+index, stray part folder, …); ``duplicate`` a Kafka record repeating sequence ids with other content. One kind is
+no problem: ``leftover``, files an interrupted compaction left that readers pass over — verify lists them as notes
+(``PartReport.notes``, ``VerifyReport.notes``), and they do not make a log fail."""
+
+_LEFTOVER = "leftover"
 
 MAX_PROBLEMS_PER_PART = 20
 """After this many problems in one part, verify moves on to the next part."""
@@ -114,6 +118,8 @@ class PartReport:
     Information, not a problem (a repeat with other content is a ``duplicate`` problem)."""
     dropped: list[Problem] = field(default_factory=list)
     """Where the first dropped duplicates were (kind ``duplicate``; information, not problems)."""
+    notes: list[Problem] = field(default_factory=list)
+    """Harmless leftovers of an interrupted compaction in the part's files (kind ``leftover``; not problems)."""
 
     def to_json(self) -> dict[str, Any]:
         """The part as a JSON object (``replay verify --json``'s ``parts``)."""
@@ -123,6 +129,8 @@ class PartReport:
                "duplicates": self.duplicates}
         if self.dropped:
             doc["dropped"] = [p.to_json() for p in self.dropped]
+        if self.notes:
+            doc["notes"] = [p.to_json() for p in self.notes]
         return doc
 
 
@@ -138,6 +146,8 @@ class VerifyReport:
     parts: list[PartReport] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     """Every problem: those of headers, then each part's, then those of the storage layout."""
+    notes: list[Problem] = field(default_factory=list)
+    """Every harmless leftover of an interrupted compaction (kind ``leftover``): not problems."""
 
     @property
     def ok(self) -> bool:
@@ -152,7 +162,7 @@ class VerifyReport:
     def to_json(self) -> dict[str, Any]:
         """The report as ``replay verify --json`` prints it."""
         return {"ok": self.ok, "parts": [r.to_json() for r in self.parts],
-                "problems": [p.to_json() for p in self.problems]}
+                "problems": [p.to_json() for p in self.problems], "notes": [p.to_json() for p in self.notes]}
 
 
 def _frontier_json(f: Antichain) -> list:
@@ -477,10 +487,14 @@ def verify(log: Log, stream: str | None = None, *,
                 part = verify_part(log, h, p, advance, max_problems=max_problems_per_part)
                 own_layout = [q for q in layout if (q.stream, q.part) == (h.stream, p)]
                 part.problems += storage_problems(log, h, p, part.problems + own_layout)
+                part.notes = [q for q in part.problems if q.kind == _LEFTOVER]
+                part.problems = [q for q in part.problems if q.kind != _LEFTOVER]
                 report.parts.append(part)
                 report.problems += part.problems
-    report.problems += layout
-    for problem in report.problems + [d for r in report.parts for d in r.dropped]:
+                report.notes += part.notes
+    report.notes += [q for q in layout if q.kind == _LEFTOVER and not any(_same_place(q, n) for n in report.notes)]
+    report.problems += [q for q in layout if q.kind != _LEFTOVER]
+    for problem in report.problems + report.notes + [d for r in report.parts for d in r.dropped]:
         _locate(log, problem)
     return report
 

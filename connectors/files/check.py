@@ -53,7 +53,8 @@ _LEFTOVER = ("harmless leftover of an interrupted (or running) compaction: reade
 def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> list[CorruptLogError]:
     """The problems of one part's files (see the module doc); an empty list when they are whole. What a compaction
     stopped midway leaves (segments inside a compacted one, a compacted segment whose index is not written yet) is
-    reported as a harmless leftover (kind ``torn-tail``); compacted segments overlapping each other as damage."""
+    reported as a harmless leftover (kind ``leftover``: not a problem); compacted segments overlapping each other as
+    damage."""
     codec = file_codec(header)
     layout = layout_for(header.version)
     names = st.list_dir(part_dir)
@@ -73,7 +74,7 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
         if rng is not None:
             problems.append(with_kind(CorruptLogError(
                 "index without its segment, " + _LEFTOVER.format(layout.compacted_name(*rng, header.encoding)),
-                seq=first, offset=0, path=path, **where), "torn-tail"))
+                seq=first, offset=0, path=path, **where), "leftover"))
         else:
             problems.append(CorruptLogError("orphan index without its segment", seq=first, offset=0, path=path,
                                             **where))
@@ -81,20 +82,20 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
         problems.append(with_kind(CorruptLogError(
             "compacted index without its segment (what an interrupted removal of a superseded compacted segment "
             "leaves: harmless, the next `replay compact` removes it)", seq=rng[0], offset=0,
-            path=st.join(part_dir, layout.compacted_index_name(*rng)), **where), "torn-tail"))
+            path=st.join(part_dir, layout.compacted_index_name(*rng)), **where), "leftover"))
     for first in listing.hidden:
         rng = inside(first)
         assert rng is not None
         problems.append(with_kind(CorruptLogError(
             "segment inside a compacted segment's range, " + _LEFTOVER.format(
                 layout.compacted_name(*rng, header.encoding)), seq=first, offset=0,
-            path=st.join(part_dir, layout.sealed_name(first, header.encoding)), **where), "torn-tail"))
+            path=st.join(part_dir, layout.sealed_name(first, header.encoding)), **where), "leftover"))
     for rng in listing.superseded:
         covering = inside(rng[0])
         problems.append(with_kind(CorruptLogError(
             "compacted segment inside a larger one, " + _LEFTOVER.format(
                 layout.compacted_name(*covering, header.encoding) if covering else "?"), seq=rng[0], offset=0,
-            path=st.join(part_dir, layout.compacted_name(*rng, header.encoding)), **where), "torn-tail"))
+            path=st.join(part_dir, layout.compacted_name(*rng, header.encoding)), **where), "leftover"))
     for a, b in listing.overlapping:
         problems.append(CorruptLogError(
             f"compacted segments overlap without one holding the other ({a[0]} … {a[1]} and {b[0]} … {b[1]}): no "
@@ -115,7 +116,7 @@ def check_part(st: Storage, header: StreamHeader, part_dir: str, part: int) -> l
             problems.append(with_kind(CorruptLogError(
                 "compacted segment without its index (a compaction stopped after writing the segment, or is writing "
                 "its index now): harmless, readers find its events by scanning it, and the next `replay compact` "
-                "writes the index", seq=first, offset=0, path=data_path, **where), "torn-tail"))
+                "writes the index", seq=first, offset=0, path=data_path, **where), "leftover"))
         elif span.last is None and first not in indexes:
             problems.append(CorruptLogError("segment without an index (its events are found by scanning it)",
                                             seq=first, offset=0, path=data_path, **where))
@@ -262,7 +263,7 @@ def check_layout(st: Storage, root: str, headers: "Mapping[str, StreamHeader]", 
     segments matching the stream's peers and encoding (else the header disagrees with the parts), no stray files;
     for the whole log (``stream`` None), folders that look like streams but have no header; for ``stream``
     without a readable header in ``headers``, whether its folder lost its header. Each problem is marked with its
-    kind (``layout``, ``header`` or ``torn-tail``)."""
+    kind (``layout``, ``header``, ``torn-tail``, or ``leftover`` for what an interrupted compaction harmlessly left)."""
     problems: list[EventLogError] = []
     if stream is not None and stream not in headers:
         d = st.join(root, check_stream_name(stream))
@@ -367,12 +368,12 @@ def _part_layout(st: Storage, header: StreamHeader, part: int, pdir: str) -> lis
             problems.append(_problem("layout", "unexpected file in the part folder", stream, part, path=path))
     for rng, path in cdata.items():  # check_part says more (which leftovers are harmless)
         if rng not in cindex:
-            problems.append(_problem("torn-tail", "compacted segment without its index (a compaction stopped after "
+            problems.append(_problem("leftover", "compacted segment without its index (a compaction stopped after "
                                      "writing it, or is writing its index now; harmless, `replay compact` writes it)",
                                      stream, part, rng[0], path=path))
     for rng, path in cindex.items():
         if rng not in cdata:
-            problems.append(_problem("torn-tail", "compacted index without its segment (an interrupted removal; "
+            problems.append(_problem("leftover", "compacted index without its segment (an interrupted removal; "
                                      "harmless, `replay compact` removes it)", stream, part, rng[0], path=path))
     covered = [r for r in cdata if r in cindex]
     newest = max(data, default=None)
@@ -386,7 +387,7 @@ def _part_layout(st: Storage, header: StreamHeader, part: int, pdir: str) -> lis
     for first, path in index.items():
         if first not in data and not any(p.seq == first and getattr(p, "kind", None) == "header" for p in problems):
             if any(a <= first <= b for a, b in covered):
-                problems.append(_problem("torn-tail", "index without its segment inside a compacted segment's range "
+                problems.append(_problem("leftover", "index without its segment inside a compacted segment's range "
                                          "(an interrupted compaction's removal; harmless, `replay compact` removes "
                                          "it)", stream, part, first, path=path))
             else:

@@ -77,7 +77,8 @@ def _print_report(log: Log, report: VerifyReport) -> None:
                 style="red")
             notes = ([f"{r.void} void (a writer restarted mid-time)"] if r.void else []) + (
                 [f"{r.held} held back (times not complete)"] if r.held else []) + (
-                [f"{r.duplicates} duplicate(s) dropped"] if r.duplicates else [])
+                [f"{r.duplicates} duplicate(s) dropped"] if r.duplicates else []) + (
+                [f"{len(r.notes)} compaction leftover(s)"] if r.notes else [])
             if notes:
                 status.append(", " + ", ".join(notes), style="dim")
             f = frontier_text(r.frontier) if r.frontier is not None else "unknown"
@@ -86,7 +87,7 @@ def _print_report(log: Log, report: VerifyReport) -> None:
     for p in report.problems:
         out.append(Text.assemble(("PROBLEM ", "bold red"), (f"{p.kind}: ", "bold"), p.message,
                                  (f" ({p.where()})" if p.where() else "", "dim")))
-    for p in (d for r in report.parts for d in r.dropped):
+    for p in [*(d for r in report.parts for d in r.dropped), *report.notes]:
         out.append(Text.assemble(("NOTE ", "bold"), (f"{p.kind}: ", "bold"), p.message,
                                  (f" ({p.where()})" if p.where() else "", "dim")))
     summary = f"verified {len(report.headers)} stream(s), {len(report.parts)} part(s), {report.events} event(s): "

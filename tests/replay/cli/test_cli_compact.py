@@ -60,3 +60,29 @@ def test_a_kafka_log_is_refused(kafka_uri):
     capture_numbers(kafka_uri, times=1, finish=False)
     out = replay_cli("compact", kafka_uri, "numbers", expect=2).output
     assert "not a file log" in out and "Kafka" in out
+
+
+def test_verify_notes_what_an_interrupted_compaction_left_and_passes(fragmented):
+    """A compaction stopped before it removed the small segments leaves them beside the compacted one: readers pass
+    over them, so `replay verify` exits 0 and says what is left and which command removes it."""
+    from eventlog.errors import EventLogError
+
+    class _Stop(EventLogError):
+        pass
+
+    def hook(step: str) -> None:
+        if step == "remove":
+            raise _Stop("stopped")
+
+    log = open_log(fragmented)
+    before = _cat(fragmented)
+    with pytest.raises(_Stop):
+        log.compact("numbers", hook=hook)
+    assert _cat(fragmented) == before
+    out = replay_cli("verify", fragmented)                          # exit 0
+    assert "NOTE leftover" in out.stdout and "replay compact" in out.stdout and "PROBLEM" not in out.stdout
+    doc = json.loads(replay_cli("verify", fragmented, "--json").stdout)
+    assert doc["ok"] and doc["problems"] == [] and doc["notes"]
+    assert {n["kind"] for n in doc["notes"]} == {"leftover"} and all(n["path"] for n in doc["notes"])
+    open_log(fragmented).compact("numbers")
+    assert json.loads(replay_cli("verify", fragmented, "--json").stdout)["notes"] == []
