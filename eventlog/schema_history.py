@@ -108,8 +108,16 @@ def evolution_of(current: StreamHeader, wanted: StreamHeader) -> list[str]:
     when the schemas are the same; else the changes (``check_evolution``), for a stream that can evolve (format
     2.x). ``HeaderMismatchError`` when anything but the schema differs or the stream is of format 1.x,
     ``SchemaEvolutionError`` for an incompatible change."""
-    if wanted.schema.equals(current.schema) or current.version[0] < 2:
+    if wanted.schema.equals(current.schema):
         current.check_same(wanted)
+        return []
+    if current.version[0] < 2:
+        try:
+            current.check_same(wanted)
+        except HeaderMismatchError as e:
+            raise HeaderMismatchError(
+                f"{e.reason}; a format {current.version[0]}.{current.version[1]} stream cannot change its schema "
+                "(`replay copy` writes a format 2 copy, which can)", stream=current.stream) from None
         return []
     current.check_same(dataclasses.replace(wanted, schema=current.schema))  # all but the schema agree
     return check_evolution(current.schema, wanted.schema, stream=current.stream)

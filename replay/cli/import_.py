@@ -24,6 +24,7 @@ from eventlog.antichain import Antichain
 from eventlog.errors import EventLogError, InvalidTimeError, ProgressError, SchemaMismatchError, StreamNotFoundError
 from eventlog.header import ENCODINGS
 from eventlog.log import Log
+from eventlog.schema_history import check_evolution
 from eventlog.time import Time, TimeType, less_equal
 from replay.keyhash import worker_of
 
@@ -288,6 +289,9 @@ def _suffix_frontiers(times: list[Time]) -> list[Antichain]:
 @click.option("--encoding", type=click.Choice(ENCODINGS), help="Encoding of a new stream (default arrow).")
 @click.option("--schema-from", type=click.Path(exists=True, dir_okay=False),
               help="JSON lines: parse with the schema of this .parquet/.arrow/.avro file instead of inferring it.")
+@click.option("--evolve", is_flag=True,
+              help="Let the input change an existing stream's schema compatibly: its columns the stream lacks are "
+                   "added (nullable), the stream's nullable columns it lacks are written as nulls.")
 @click.option("--open", "leave_open", is_flag=True,
               help="Leave the parts unfinished (at the last time written) so more can be appended later.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH_ROWS, show_default=True,
@@ -297,19 +301,22 @@ def _suffix_frontiers(times: list[Time]) -> list[Antichain]:
                    "and its times must not go back behind earlier chunks.")
 def import_(src_file: str, uri: str, stream: str, time_cols: str | None, time_const: Any, keep_time: bool,
             drop: tuple[str, ...], fmt: str | None, workers: int | None, key: tuple[str, ...],
-            encoding: str | None, schema_from: str | None, leave_open: bool, batch_size: int,
+            encoding: str | None, schema_from: str | None, evolve: bool, leave_open: bool, batch_size: int,
             sort_rows: int) -> None:
     """Write the rows of SRC_FILE (JSON lines, Parquet, an Arrow IPC file or stream, Avro; '-' reads JSON lines
     from stdin) into STREAM of the log LOG, each at the time its --time column holds. Rows are grouped by
     time into Messages events; each part's frontier advances past every completed time, and the parts are
     finished at the end unless --open. A new stream takes the input's schema; appending to an existing stream
-    needs the same columns (values are cast safely to its types) and times in advance of its frontier.
+    needs the same columns (values are cast safely to its types) and times in advance of its frontier; with
+    --evolve the input may add columns (the stream's schema gains them, as a writer's compatible change does:
+    earlier records read them as null) and leave out nullable ones (written as nulls).
 
     \b
     Example:
       replay import counts.parquet /tmp/cap counts --time _time
       replay import events.jsonl /tmp/cap events --time ts --workers 4 --key user
       kcat -C -t events -e | replay import - /tmp/cap events --time-const 0
+      replay import day2.parquet /tmp/cap events --time ts --evolve   # day 2 has a new column
     """
     if (time_cols is None) == (time_const is None):
         raise click.UsageError("pass either --time COLUMN or --time-const T")
@@ -341,13 +348,13 @@ def import_(src_file: str, uri: str, stream: str, time_cols: str | None, time_co
         json_schema = pa.schema([f.with_nullable(True) for f in json_schema if f.name not in names])
     with contextlib.ExitStack() as files:
         _import(log, stream, stored, src_file, fmt, names, time_const, keep_time, drop, workers, key, encoding,
-                explicit, json_schema, leave_open, batch_size, sort_rows, files)
+                explicit, json_schema, evolve, leave_open, batch_size, sort_rows, files)
 
 
 def _import(log: Log, stream: str, stored: Any, src_file: str, fmt: str, names: list[str], time_const: Any,
             keep_time: bool, drop: tuple[str, ...], workers: int | None, key: tuple[str, ...], encoding: str | None,
-            explicit: pa.Schema | None, json_schema: pa.Schema | None, leave_open: bool, batch_size: int,
-            sort_rows: int, files: contextlib.ExitStack) -> None:
+            explicit: pa.Schema | None, json_schema: pa.Schema | None, evolve: bool, leave_open: bool,
+            batch_size: int, sort_rows: int, files: contextlib.ExitStack) -> None:
     in_schema, total, batches = _read_batches(src_file, fmt, batch_size, explicit, json_schema, files)
     batches = iter(batches)
     first = next(batches, None)
@@ -387,8 +394,8 @@ def _import(log: Log, stream: str, stored: Any, src_file: str, fmt: str, names: 
         if stored.time_type != time_type:
             raise SchemaMismatchError(f"the input's times are {time_type}, the stream's {stored.time_type}",
                                       stream=stream)
-        _check_schema(record_schema, stored.schema, stream)
-        schema = stored.schema
+        schema = _evolved(record_schema, stored.schema, stream) if evolve else stored.schema
+        _check_schema(record_schema, schema, stream, evolve)
         peers = stored.peers
     else:
         schema = record_schema
@@ -437,15 +444,34 @@ def _import(log: Log, stream: str, stored: Any, src_file: str, fmt: str, names: 
          + ")")
 
 
-def _check_schema(got: pa.Schema, want: pa.Schema, stream: str) -> None:
-    """The input's records have the stream's columns, of types that cast safely; else SchemaMismatchError."""
-    missing = [n for n in want.names if n not in got.names]
+def _evolved(got: pa.Schema, current: pa.Schema, stream: str) -> pa.Schema:
+    """The stream's schema with the input's columns it lacks added as nullable (``--evolve``); says what changes.
+    ``SchemaEvolutionError`` (from ``check_evolution``) when the change is not one readers can convert."""
+    if current.names and not any(n in current.names for n in got.names):
+        raise SchemaMismatchError(f"the input shares no column with the stream ({', '.join(current.names[:8])}): "
+                                  "another stream's rows, not a change of this one", stream=stream)
+    extra = [got.field(n).with_nullable(True) for n in got.names if n not in current.names]
+    if not extra:
+        return current
+    schema = pa.schema([*current, *extra], metadata=current.metadata)
+    changes = check_evolution(current, schema, stream=stream)
+    note(f"the schema of stream {stream!r} changes: {'; '.join(changes)} (earlier records read the new columns as "
+         "null; replay info lists the versions)")
+    return schema
+
+
+def _check_schema(got: pa.Schema, want: pa.Schema, stream: str, evolve: bool = False) -> None:
+    """The input's records have the stream's columns, of types that cast safely (with ``evolve``, its nullable
+    columns may be missing: written as nulls); else SchemaMismatchError."""
+    missing = [n for n in want.names if n not in got.names and not (evolve and want.field(n).nullable)]
     extra = [n for n in got.names if n not in want.names]
     problems = []
     if missing:
-        problems.append(f"the input lacks {', '.join(map(repr, missing))}")
+        problems.append(f"the input lacks {', '.join(map(repr, missing))}" + (
+            "" if evolve else " (--evolve writes the stream's nullable columns the input lacks as nulls)"))
     if extra:
-        problems.append(f"the input has {', '.join(map(repr, extra))} not in the stream")
+        problems.append(f"the input has {', '.join(map(repr, extra))} not in the stream (--evolve adds them to its "
+                        "schema)")
     for f in want:
         if f.name in got.names:
             t = got.field(f.name).type
@@ -478,6 +504,9 @@ class _Writer:
     def _records(self, table: pa.Table) -> pa.Table:
         cols = []
         for f in self.schema:
+            if f.name not in table.column_names:   # --evolve: a nullable column the input lacks
+                cols.append(pa.nulls(table.num_rows, f.type))
+                continue
             col = table.column(f.name)
             if not col.type.equals(f.type):
                 try:

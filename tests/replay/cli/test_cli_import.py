@@ -309,3 +309,56 @@ def test_progress_bar_on_a_terminal_only(tmp_path, uri, monkeypatch):
 
 # these tests poke at the files of the 1.x layout (format 2.0 files: test_file_format2.py)
 pytestmark = pytest.mark.usefixtures("file_format_1")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_evolve_adds_the_inputs_new_columns_and_fills_missing_nullable_ones(tmp_path, uri, fmt, monkeypatch):
+    """A later day's file with a new column: refused without --evolve (the error says --evolve), nothing written;
+    with it the stream's schema gains the column (a new version), earlier records read it as null, and a later
+    input lacking a nullable column writes nulls there. Every reader sees the current schema."""
+    monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "2.0")   # schema evolution is format 2's (this module writes 1.2)
+    src = tmp_path / f"in.{fmt}"
+    write_input(src, fmt, [{"t": 1, "n": 1, "word": "a"}])
+    replay_cli("import", src, uri, "s", "--time", "t", "--open")
+    write_input(src, fmt, [{"t": 2, "n": 2, "word": "b", "score": 0.5}])
+    r = replay_cli("import", src, uri, "s", "--time", "t", "--open", expect=3)
+    assert "'score' not in the stream" in r.stderr and "--evolve" in r.stderr
+    assert open_log(uri).header("s").schema.names == ["n", "word"]
+    r = replay_cli("import", src, uri, "s", "--time", "t", "--open", "--evolve")
+    assert "schema of stream 's' changes" in r.stderr and "score" in r.stderr
+    assert open_log(uri).header("s").schema.names == ["n", "word", "score"]
+    assert open_log(uri).header("s").schema.field("score").nullable
+    write_input(src, fmt, [{"t": 3, "n": 3, "score": 1.5}])                    # no 'word' this time
+    if fmt == "parquet":
+        assert "the input lacks 'word'" in replay_cli("import", src, uri, "s", "--time", "t", "--open",
+                                                      expect=3).stderr
+    replay_cli("import", src, uri, "s", "--time", "t", "--evolve")
+    assert records_by_time(uri, "s") == {
+        1: collections.Counter({'{"n": 1, "score": null, "word": "a"}': 1}),
+        2: collections.Counter({'{"n": 2, "score": 0.5, "word": "b"}': 1}),
+        3: collections.Counter({'{"n": 3, "score": 1.5, "word": null}': 1})}
+    assert len(open_log(uri).schema_history("s").versions) == 2
+
+
+def test_evolve_refuses_an_input_that_shares_no_column_with_the_stream(tmp_path, uri, monkeypatch):
+    monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "2.0")
+    log = open_log(uri)
+    Capture(log, "s", 0, 1, schema=SCHEMA).abort()
+    src = tmp_path / "in.parquet"
+    write_input(src, "parquet", [{"t": 1, "price": 1.0}])
+    r = replay_cli("import", src, uri, "s", "--time", "t", "--evolve", expect=3)
+    assert "shares no column with the stream" in r.stderr
+    assert open_log(uri).header("s").schema == SCHEMA and records_by_time(uri, "s") == {}
+
+
+def test_evolve_on_a_format_1_stream_says_it_cannot_change_and_how_to_upgrade(tmp_path):
+    """This module's file logs write format 1.2 streams, whose header holds the one schema they can have."""
+    uri = str(tmp_path / "log")
+    src = tmp_path / "in.parquet"
+    write_input(src, "parquet", [{"t": 1, "n": 1, "word": "a"}])
+    replay_cli("import", src, uri, "s", "--time", "t", "--open")
+    assert open_log(uri).header("s").version[0] == 1
+    write_input(src, "parquet", [{"t": 2, "n": 2, "word": "b", "score": 0.5}])
+    r = replay_cli("import", src, uri, "s", "--time", "t", "--evolve", expect=3)
+    assert "format 1.2 stream cannot change its schema" in r.stderr and "replay copy" in r.stderr
+    assert open_log(uri).header("s").schema.names == ["n", "word"] and open_log(uri).part_stats("s", 0).events == 2
