@@ -81,7 +81,8 @@ class JobResult:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Statistics of each task of the last generation (records, rows out, writer peak bytes, …; what
     checkpoints cost it: ``state_bytes_max`` its largest snapshot, ``snapshot_s`` seconds encoding snapshots at
-    barriers, ``align_s`` seconds from a checkpoint's first barrier on an input channel to its last)."""
+    barriers, ``align_s`` seconds from a checkpoint's first barrier on an input channel to its last; ``cpu_s``
+    the CPU seconds of the task's threads)."""
     failure_times: list[float] = field(default_factory=list)
     """Wall-clock time (``time.time()``) at which each failed generation was failed."""
     generation_starts: list[float] = field(default_factory=list)

@@ -104,6 +104,7 @@ class TaskRunner:
         self._wake = threading.Event()
         self._done = threading.Event()
         self.stats: dict[str, Any] = {"task": self.key, "generation": generation}
+        self._side_cpu = 0.0   # CPU seconds of the task's other threads (snapshot writers, heartbeat)
 
     # -- the heartbeat thread --------------------------------------------------------------------------
 
@@ -148,6 +149,8 @@ class TaskRunner:
             self._hb_error = e
             self._abort = True
             self._wake.set()
+        finally:
+            self._side_cpu += time.thread_time()
 
     def _check(self) -> None:
         if self._abort:
@@ -328,6 +331,8 @@ class TaskRunner:
                 self._snapshot_error = e
                 self._abort = True
                 self._wake.set()
+            finally:
+                self._side_cpu += time.thread_time()
 
         self._snapshot_writer = threading.Thread(target=write, name=f"snapshot-{self.key}-{checkpoint}", daemon=True)
         self._snapshot_writer.start()
@@ -361,6 +366,7 @@ class TaskRunner:
         self._beats = 0
         hb = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.key}", daemon=True)
         started = self._started = time.monotonic()
+        cpu0 = time.thread_time()
         ok = False
         try:
             self._setup()
@@ -398,6 +404,9 @@ class TaskRunner:
                     except Exception:  # noqa: BLE001
                         pass
             self.stats["seconds"] = time.monotonic() - started
+            transfer = getattr(self, "_transfer", None)
+            self.stats["cpu_s"] = (time.thread_time() - cpu0 + self._side_cpu
+                                   + (transfer.cpu_seconds if transfer is not None else 0.0))
         if ok:
             try:
                 self._heartbeat(final=True)

@@ -263,6 +263,8 @@ class Transfer:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._started = False
+        self.cpu_seconds = 0.0
+        """CPU time the transfer thread used (set when it ends)."""
 
     def _add(self, writer: ChannelWriter) -> None:
         self._writers.append(writer)
@@ -293,6 +295,12 @@ class Transfer:
             self.cond.notify_all()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.cpu_seconds = time.thread_time()
+
+    def _loop(self) -> None:
         out = bytearray(1 << 16)
         try:
             while True:

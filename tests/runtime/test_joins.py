@@ -160,6 +160,7 @@ def test_window_join_equals_its_definition(tmp_path, how):
     join = next(s for k, s in result.tasks.items() if k.startswith("join") or "window" in k)
     # what a checkpoint cost the join's task: its largest snapshot, time encoding snapshots, time aligning
     assert join["state_bytes_max"] >= join["state_bytes"] > 0 and join["snapshot_s"] > 0 and join["align_s"] >= 0
+    assert 0 < join["cpu_s"] and all(s["cpu_s"] > 0 for s in result.tasks.values())
 
 
 @pytest.mark.parametrize("how", ["inner", "left"])

@@ -28,7 +28,9 @@ commit before the final one (a commit delivers every time completed before its c
 ``bench_runtime.py``; *end to end*: events / (last commit - first source item), which the checkpoint ratio
 (every 1 s ÷ none) compares since a run without checkpoints commits only at its end. Structured Streaming:
 rows / trigger time after 2 warm-up micro-batches. Every round runs each case and Structured Streaming back to
-back; each headline is the median of the per-round ratios (``_common``). ``bench_runtime.py`` runs the interval
+back; each headline is the median of the per-round ratios (``_common``). The checkpoint cost is said twice: in
+end-to-end rate, and in the CPU the job's tasks used per event (``task_cpu``), which a load on the shared machine
+inflates far less than wall time. ``bench_runtime.py`` runs the interval
 join's two headlines with this module's functions. ``--write`` appends a dated section to
 ``tools/bench/join_results.md``.
 """
@@ -63,6 +65,10 @@ HEADLINES = [
     ("runtime interval join / Structured Streaming join (its fastest micro-batch)", INTERVAL, SS, 2.0, False),
     ("runtime window join / Structured Streaming join (its fastest micro-batch)", WINDOW, SS, 2.0, False),
     ("runtime join checkpoint every 1 s / no checkpoints", INTERVAL, INTERVAL_NO_CK, 0.9, True),
+]
+CPU_HEADLINES = [
+    # (HEADLINE name, case, baseline, target): task CPU per event, the baseline's ÷ the case's
+    ("runtime join checkpoint every 1 s / no checkpoints, task CPU per event", INTERVAL, INTERVAL_NO_CK, 0.9),
 ]
 SIDES = ("left", "right")
 
@@ -159,10 +165,17 @@ def run_ours(spark, kind: str, inputs: dict, *, interval: float | None, timeout:
            "restarts": result.restarts, "output_rows": out_rows,
            "checkpoint_median": float(np.median(ck)) if ck else None, "checkpoint_max": max(ck) if ck else None}
     out["end_to_end"] = total / out["seconds"]
+    out["cpu_per_event"] = task_cpu(result) / total
     out["steady"] = steady_rate(commits, 2 * inputs["file_rows"])
     out["rate"] = out["steady"] or out["end_to_end"]
     shutil.rmtree(work, ignore_errors=True)
     return out
+
+
+def task_cpu(result) -> float:
+    """CPU seconds the job's tasks used (``JobResult.tasks[…]["cpu_s"]``: each task's threads), summed: unlike
+    wall time, a load on the shared machine does not inflate it much, so checkpoint costs compare on it too."""
+    return sum(s.get("cpu_s") or 0.0 for s in result.tasks.values())
 
 
 def run_ss(spark, inputs: dict, files: int, seconds: float, min_batches: int = 3) -> dict:
@@ -275,7 +288,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
 
     cases = [(INTERVAL, "interval", 1.0), (INTERVAL_NO_CK, "interval", None), (WINDOW, "window", 1.0)]
-    steady, e2e = Samples(), Samples()
+    steady, e2e, cpu = Samples(), Samples(), Samples()
     runs: dict[str, list[dict]] = {c[0]: [] for c in cases}
     runs[SS] = []
     data = tempfile.mkdtemp(prefix="bench-join-input-")
@@ -293,6 +306,7 @@ def main() -> None:
                 runs[case].append(r)
                 steady.add(case, 1 / r["rate"])
                 e2e.add(case, 1 / r["end_to_end"])
+                cpu.add(case, r["cpu_per_event"])
                 print(f"  {case:<44} {r['rate'] / 1e6:6.2f} M events/s (end to end {r['end_to_end'] / 1e6:.2f} M, "
                       f"{r['checkpoints']} checkpoints, {r['output_rows']} rows out, {r['seconds']:.1f} s"
                       f"{ck_note(r)})", flush=True)
@@ -314,6 +328,8 @@ def main() -> None:
         ratio = (e2e if end_to_end else steady).ratio(case, base)
         ratios[case, base] = ratio
         heads.append(headline(title, ratio, target, load))
+    for title, case, base, target in CPU_HEADLINES:
+        heads.append(headline(title, cpu.ratio(case, base), target, load))
     rows_out = []
     for case, rs in runs.items():
         rates = [r["rate"] for r in rs]
@@ -322,9 +338,11 @@ def main() -> None:
         rows_out.append([case, f"{med(rates) / 1e6:.2f}M", f"{max(rates) / 1e6:.2f}M", f"{vs.median:.2f}x" if vs else "",
                          f"{med([r['end_to_end'] for r in rs]) / 1e6:.2f}M" if case != SS else "",
                          f"{min(r['checkpoints'] for r in rs)}-{max(r['checkpoints'] for r in rs)}" if case != SS else "",
-                         f"{med(cks) * 1000:.0f} ms" if cks else ""])
+                         f"{med(cks) * 1000:.0f} ms" if cks else "",
+                         f"{med([r['cpu_per_event'] for r in rs]) * 1e9:.0f} ns" if case != SS else ""])
     table = format_table(["case", "median events/s", "best", "median vs SS (per round)", "end to end (median)",
-                          "checkpoints", "checkpoint duration (median)"], rows_out, markdown=True)
+                          "checkpoints", "checkpoint duration (median)", "task CPU per event (median)"], rows_out,
+                         markdown=True)
     cmd = " ".join(["tools/bench/bench_join.py", *sys.argv[1:]])
     text = [
         f"Command: `.venv/bin/python {cmd}`",

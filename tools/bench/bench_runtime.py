@@ -28,7 +28,8 @@ Rates. *Steady* (compared with Structured Streaming's): events completed between
 commit before the final checkpoint's, over the time between them — a commit delivers the counts of every time
 completed before its checkpoint. *End to end*: events / (last sink commit - first source item); the checkpoint
 ratio (checkpoint every 1 s ÷ none) compares end-to-end rates, since a run without checkpoints commits only
-at its end.
+at its end, and is said again in the CPU the job's tasks used per event (``bench_join.task_cpu``), which a load
+on the shared machine inflates far less than wall time.
 
 Every round runs each case once and Structured Streaming once, back to back, so a load on the shared machine
 slows a round's cases alike; each headline is the median over rounds of the per-round ratio
@@ -86,6 +87,11 @@ HEADLINES = [
     ("runtime interval join / Structured Streaming stream-stream join (same Parquet input)", JOIN, SS_JOIN, 2.0,
      False),
     ("runtime join checkpoint every 1 s / no checkpoints", JOIN, JOIN_NO_CK, 0.9, True),
+]
+CPU_HEADLINES = [
+    # (HEADLINE name, case, baseline, target): the tasks' CPU per event, the baseline's ÷ the case's
+    ("runtime checkpoint every 1 s / no checkpoints, task CPU per event", UNCHAINED, NO_CK, 0.9),
+    ("runtime join checkpoint every 1 s / no checkpoints, task CPU per event", JOIN, JOIN_NO_CK, 0.9),
 ]
 
 
@@ -174,6 +180,7 @@ def run_ours(spark, channels: str, *, batch: int, keys: int, interval: float | N
     total = sum(int(open(os.path.join(marks, f"end-{p}")).read()) for p in range(2)) * batch
     out = {"events": total, "seconds": last - min(starts), "wall": wall, "checkpoints": result.checkpoints}
     out["end_to_end"] = total / out["seconds"]
+    out["cpu_per_event"] = bench_join.task_cpu(result) / total
     out["steady"] = steady_rate(commits, 2 * batch)
     out["rate"] = out["steady"] or out["end_to_end"]
     if kill_at is not None:
@@ -280,6 +287,7 @@ def main() -> None:
         if not args.quick:
             cases.append((KAFKA_CHAINED, kafka, 1.0, True))
     steady, e2e = Samples(), Samples()        # seconds per event: Samples.ratio gives rate ratios
+    cpu = Samples()                           # the tasks' CPU seconds per event
     runs: dict[str, list[dict]] = {c[0]: [] for c in cases}
     runs[SS] = []
     join_cases = [] if args.no_join else [(JOIN, 1.0), (JOIN_NO_CK, None)]
@@ -325,6 +333,7 @@ def main() -> None:
                 runs[case].append(r)
                 steady.add(case, 1 / r["rate"])
                 e2e.add(case, 1 / r["end_to_end"])
+                cpu.add(case, r["cpu_per_event"])
                 print(f"  {case:<48} {r['rate'] / 1e6:6.2f} M events/s (end to end {r['end_to_end'] / 1e6:.2f} M, "
                       f"{r['checkpoints']} checkpoints, {r['seconds']:.1f} s)", flush=True)
             r = run_ss(spark, ss_batch, args.keys, ss_seconds)
@@ -337,6 +346,7 @@ def main() -> None:
                 runs[case].append(r)
                 steady.add(case, 1 / r["rate"])
                 e2e.add(case, 1 / r["end_to_end"])
+                cpu.add(case, r["cpu_per_event"])
                 print(f"  {case:<48} {r['rate'] / 1e6:6.2f} M events/s (end to end {r['end_to_end'] / 1e6:.2f} M, "
                       f"{r['checkpoints']} checkpoints, {r['seconds']:.1f} s{bench_join.ck_note(r)})", flush=True)
             if join_cases:
@@ -364,6 +374,9 @@ def main() -> None:
         ratio = (e2e if end_to_end else steady).ratio(case, base)
         ratios[case, base] = ratio
         heads.append(headline(title, ratio, target, load))
+    for title, case, base, target in CPU_HEADLINES:
+        if runs.get(case) and runs.get(base):
+            heads.append(headline(title, cpu.ratio(case, base), target, load))
     rows = []
     for case, rs in runs.items():
         rates = [r["rate"] for r in rs]
