@@ -24,11 +24,10 @@ import pyarrow as pa
 from eventlog.antichain import Antichain
 from replay.keyhash import Key
 
-from .checkpoints.keyedstate import check_serializer, decode_table, encode_table
+from .checkpoints.keyedstate import check_serializer, decode_keyed, encode_table, table_path
 from .checkpoints.keygroups import key_groups_of_values
 from .checkpoints.rowbuffer import decode_rows, encode_rows
 from .checkpoints.store import StateCheck
-from .errors import CheckpointCorruptError
 from .operators import (
     TIME_COLUMN,
     Operator,
@@ -98,23 +97,14 @@ class CoProcessOp(Operator):
             self._state.update(zip(keys, values))
         for side in (0, 1):
             for table in keyed.get(f"pending{side}", ()):
-                times, _keys, rows = decode_rows(table, n_keys=self._n_keys, operator=ctx.node, path=_path(table))
+                times, _keys, rows = decode_rows(table, n_keys=self._n_keys, operator=ctx.node, path=table_path(table))
                 rows = rows.append_column(TIME_COLUMN, pa.array(times, pa.int64()))
                 for t in np.unique(times).tolist():
                     self._pending.setdefault(t, ([], []))[side].append(rows.filter(pa.array(times == t)))
 
     def _decode_state(self, table: pa.Table, node: str, unpickle: bool) -> Any:
-        path = _path(table)
-        out = decode_table(table, pending=False, n_keys=self._n_keys, allow_pickle=self.serializer == "pickle",
-                           unpickle=unpickle, operator=node, path=path)  # type: ignore[arg-type]
-        if out is not None:
-            for k in out[1]:
-                try:
-                    hash(k)
-                except TypeError:
-                    raise CheckpointCorruptError(f"state of operator {node!r} has a key of unhashable type "
-                                                 f"{type(k).__name__}", path=path) from None
-        return out
+        return decode_keyed(table, pending=False, n_keys=self._n_keys, allow_pickle=self.serializer == "pickle",
+                            unpickle=unpickle, operator=node)
 
     def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
         super().verify_state(state, check)
@@ -134,7 +124,7 @@ class CoProcessOp(Operator):
                 if name == "state":
                     self._decode_state(table, check.node, False)
                 else:
-                    decode_rows(table, n_keys=self._n_keys, operator=check.node, path=_path(table))
+                    decode_rows(table, n_keys=self._n_keys, operator=check.node, path=table_path(table))
 
     def process_input(self, input: int, time: int, batch: pa.RecordBatch) -> None:
         self._pending.setdefault(time, ([], []))[input].append(with_time(batch, time))
@@ -192,5 +182,3 @@ class CoProcessOp(Operator):
         return {"keyed": keyed, "instance": inst}
 
 
-def _path(table: pa.Table) -> str | None:
-    return (table.schema.metadata or {}).get(b"path", b"").decode("utf-8", "replace") or None

@@ -22,7 +22,7 @@ import pyarrow as pa
 from eventlog.antichain import Antichain
 from replay.keyhash import Key
 
-from .checkpoints.keyedstate import check_serializer, decode_table, encode_table
+from .checkpoints.keyedstate import check_serializer, decode_keyed, encode_table
 from .checkpoints.keygroups import key_groups_of_values
 from .checkpoints.store import StateCheck
 from .errors import CheckpointCorruptError
@@ -273,17 +273,8 @@ class KeyedAggregateOp(Operator):
                     self._pending.setdefault(t, {})[k] = v
 
     def _decode(self, table: pa.Table, pending: bool, node: str, unpickle: bool) -> Any:
-        path = (table.schema.metadata or {}).get(b"path", b"").decode("utf-8", "replace") or None
-        out = decode_table(table, pending=pending, n_keys=len(self._names()), allow_pickle=self.serializer == "pickle",
-                           unpickle=unpickle, operator=node, path=path)
-        if out is not None:
-            for k in out[1]:
-                try:
-                    hash(k)
-                except TypeError:
-                    raise CheckpointCorruptError(f"state of operator {node!r} has a key of unhashable type "
-                                                 f"{type(k).__name__}", path=path) from None
-        return out
+        return decode_keyed(table, pending=pending, n_keys=len(self._names()), allow_pickle=self.serializer == "pickle",
+                            unpickle=unpickle, operator=node)
 
     def verify_state(self, state: dict[str, Any] | None, check: StateCheck) -> None:
         super().verify_state(state, check)

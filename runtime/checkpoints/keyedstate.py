@@ -205,6 +205,28 @@ def _decode(col: pa.ChunkedArray, field: pa.Field, *, allow_pickle: bool, unpick
                                  f"({enc!r})", path=path)
 
 
+def table_path(table: pa.Table) -> str | None:
+    """The file a restored state table was read from (its ``path`` metadata), for errors."""
+    return (table.schema.metadata or {}).get(b"path", b"").decode("utf-8", "replace") or None
+
+
+def decode_keyed(table: pa.Table, *, pending: bool, n_keys: int, allow_pickle: bool, unpickle: bool,
+                 operator: str) -> tuple[list[int] | None, list[Any], list[Any]] | None:
+    """``decode_table`` of a restored table whose keys become dict keys: also ``CheckpointCorruptError`` (naming
+    the table's file) for a key of an unhashable type."""
+    path = table_path(table)
+    out = decode_table(table, pending=pending, n_keys=n_keys, allow_pickle=allow_pickle, unpickle=unpickle,
+                       operator=operator, path=path)  # type: ignore[arg-type]
+    if out is not None:
+        for k in out[1]:
+            try:
+                hash(k)
+            except TypeError:
+                raise CheckpointCorruptError(f"state of operator {operator!r} has a key of unhashable type "
+                                             f"{type(k).__name__}", path=path) from None
+    return out
+
+
 def decode_table(table: pa.Table, *, pending: bool, n_keys: int, allow_pickle: bool, unpickle: bool = True,
                  operator: str, path: str) -> tuple[list[int] | None, list[Any], list[Any]] | None:
     """``(slots, keys, values)`` of a state table (``slots`` None without a slot column; keys are tuples
