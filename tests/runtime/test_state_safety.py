@@ -667,3 +667,19 @@ def test_damaged_checkpoint_falls_back_on_spark(crashed, runtime_spark, tmp_path
     assert not marker.exists()
     assert result.status == "finished" and result.restored_from == [crashed.h] and path in result.fallbacks[0]
     assert _output(crashed.out) == _expected()
+
+
+@pytest.mark.parametrize("key", [[1, 2], {"a": 1}])
+def test_a_restored_key_of_an_unhashable_type_is_a_typed_error_naming_the_file(key):
+    """A well-formed state table whose key column holds lists or maps (written by hand, or by a damaged writer)
+    cannot key a dict: decode_keyed refuses it naming the operator, the type and the table's file."""
+    from runtime.checkpoints.keyedstate import decode_keyed
+
+    t = encode_table([0], None, [key], [1], n_keys=1, key_types=None, serializer="auto", operator="agg",
+                     what="values")
+    t = t.replace_schema_metadata({**(t.schema.metadata or {}), b"path": b"/ck/chk-3/agg.0.arrow"})
+    assert decode_table(t, pending=False, n_keys=1, allow_pickle=False, operator="agg", path="f")[1] == [key]
+    with pytest.raises(CheckpointCorruptError, match=f"operator 'agg' has a key of unhashable type "
+                                                      f"{type(key).__name__}") as e:
+        decode_keyed(t, pending=False, n_keys=1, allow_pickle=False, unpickle=True, operator="agg")
+    assert e.value.path == "/ck/chk-3/agg.0.arrow"
