@@ -41,6 +41,11 @@ CHECKSUM_SINCE: tuple[int, int] = (1, 1)
 ENCODINGS = ("arrow", "avro")
 """The event encodings a stream may use."""
 
+COMPRESSIONS: dict[str, tuple[str, ...]] = {"arrow": ("zstd", "lz4", "none"), "avro": ("deflate", "zstandard", "null")}
+"""The compressions a stream of each encoding may choose (FORMAT.md §13): Arrow IPC body compression (``zstd``, the
+default; ``lz4``, LZ4 frames; ``none``), Avro container codecs (``deflate``, the file log's default; ``zstandard``;
+``null``). The first of each is what a header without the field means for Arrow."""
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _VERSION_RE = re.compile(r"^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$")
 _CHECKSUM_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -126,6 +131,9 @@ class StreamHeader:
     encoding: str = "arrow"
     created: str = ""
     version: tuple[int, int] = FORMAT_VERSION
+    compression: str | None = None
+    """The codec the stream's writers compress events with (one of ``COMPRESSIONS[encoding]``), or None when the
+    header does not record one: Arrow streams then use zstd, Avro ones the writing log's codec (``avro_codec``)."""
 
     def __post_init__(self) -> None:
         check_stream_name(self.stream)
@@ -149,6 +157,14 @@ class StreamHeader:
         if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
                                                                and 0 <= x < 10**9 for x in v)):
             raise ValueError(f"version must be a (major, minor) tuple of ints, got {v!r}")
+        if self.compression is not None and self.compression not in COMPRESSIONS[self.encoding]:
+            raise ValueError(f"compression {self.compression!r} is not one of the {self.encoding} encoding's: "
+                             f"{', '.join(COMPRESSIONS[self.encoding])}")
+
+    @property
+    def arrow_compression(self) -> str:
+        """The Arrow IPC body compression writers of this Arrow stream use: ``zstd``, ``lz4`` or ``none``."""
+        return self.compression or "zstd"
 
     # -- serialization -------------------------------------------------------------------------------
 
@@ -166,6 +182,8 @@ class StreamHeader:
             "schema": base64.b64encode(self.schema.serialize().to_pybytes()).decode("ascii"),
             "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.schema],
         }
+        if self.compression is not None:
+            doc["compression"] = self.compression
         doc["checksum"] = header_checksum(doc)
         data = (json.dumps(doc, indent=1) + "\n").encode()
         check_limit("stream header size in bytes", len(data), MAX_HEADER_BYTES, stream=self.stream)
@@ -189,6 +207,9 @@ class StreamHeader:
             diffs.append(f"time type {other.time_type} != {self.time_type}")
         if self.encoding != other.encoding:
             diffs.append(f"encoding {other.encoding!r} != {self.encoding!r}")
+        if other.compression is not None and other.compression != self.compression and not (
+                self.compression is None and self.encoding == "arrow" and other.compression == "zstd"):
+            diffs.append(f"compression {other.compression!r} != {self.compression or 'the default'!r}")
         if not self.schema.equals(other.schema, check_metadata=False):
             diffs.append(f"schema\n{other.schema}\n!= stored schema\n{self.schema}")
         if diffs:
@@ -276,6 +297,14 @@ def _parse(data: bytes, path: str | None) -> StreamHeader:  # noqa: C901 - one c
         raise corrupt(f"field 'created' is not an ISO-8601 time: {doc['created'][:64]!r}")
     if doc["encoding"] not in ENCODINGS:
         raise corrupt(f"unknown encoding {doc['encoding'][:40]!r}: expected one of {ENCODINGS}")
+    compression = doc.get("compression")
+    if compression is not None:
+        if not isinstance(compression, str):
+            raise corrupt(f"field 'compression' is a {type(compression).__name__}, not a string")
+        if compression not in COMPRESSIONS[doc["encoding"]]:
+            raise UnsupportedVersionError(
+                f"stream is compressed with {compression[:40]!r}, which this eventlog does not read (the "
+                f"{doc['encoding']} encoding: {', '.join(COMPRESSIONS[doc['encoding']])})", **where)
     if "fields" in doc and not isinstance(doc["fields"], list):
         raise corrupt(f"field 'fields' is a {type(doc['fields']).__name__}, not an array")
     try:
@@ -292,7 +321,7 @@ def _parse(data: bytes, path: str | None) -> StreamHeader:  # noqa: C901 - one c
     try:
         return StreamHeader(
             stream=where["stream"], peers=peers, schema=schema, time_type=time_type, encoding=doc["encoding"],
-            created=doc["created"], version=(major, minor),
+            created=doc["created"], version=(major, minor), compression=compression,
         )
     except LimitError as e:
         raise LogLimitError(e.reason, **where) from None

@@ -86,3 +86,67 @@ def test_fresh_capture_segments_of_format_1_open_with_plain_readers(tmp_path):
             assert [(r["time"], r["records"]) for r in msgs] == [
                 (0, [{"k": "key0", "v": 0.0}]), (10, [{"k": "key1", "v": 0.5}]), (20, [{"k": "key2", "v": 1.0}])
             ]
+
+
+@pytest.mark.parametrize("encoding,compression", [("arrow", "zstd"), ("arrow", "lz4"), ("arrow", "none"),
+                                                  ("avro", "deflate"), ("avro", "zstandard"), ("avro", "null")])
+def test_every_compression_opens_with_pyarrow_polars_duckdb_and_fastavro(tmp_path, encoding, compression):
+    """A stream of each compression (FORMAT.md §13) is read by the standard readers, no eventlog code: its header
+    records the choice, its segments are compressed with it, and every reader gets the captured records."""
+    import duckdb
+    import polars as pl
+    import pyarrow.dataset as ds
+
+    from capture import Capture
+    from eventlog import open_log
+
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    rows = [{"k": f"key{i % 7}", "v": i} for i in range(5000)]
+    with Capture(open_log(tmp_path), "s", 0, 1, schema=schema, encoding=encoding, compression=compression) as cap:
+        for t in range(3):
+            cap.send(t, rows)
+            cap.advance_to(t + 1)
+    with open(tmp_path / "s" / "_header.json") as f:
+        assert json.load(f)["compression"] == compression
+    path = only(str(tmp_path / "s" / "part=0" / f"*.{encoding}"))
+    want = sorted((t, r["k"], r["v"]) for t in range(3) for r in rows)
+    if encoding == "avro":
+        with open(path, "rb") as f:
+            reader = fastavro.reader(f)
+            assert reader.codec == compression
+            got = sorted((r["_time"], r["k"], r["v"]) for r in reader if r["_time"] is not None)
+        assert got == want
+        if compression != "zstandard":  # polars reads deflate and null containers, not zstandard ones
+            frame = pl.read_avro(path).filter(pl.col("_time").is_not_null())
+            assert sorted(zip(frame["_time"], frame["k"], frame["v"])) == want
+        return
+    codecs = {"zstd": "ZSTD", "lz4": "LZ4_FRAME", "none": None}
+    with ipc.open_file(pa.memory_map(path)) as reader:
+        for i in range(reader.num_record_batches):
+            batch, custom = reader.get_batch_with_custom_metadata(i)
+            if custom[b"eventlog.kind"] == b"messages":
+                assert _body_codec(path, i) == codecs[compression]
+        table = reader.read_all()
+    assert sorted(zip(table["_time"].to_pylist(), table["k"].to_pylist(), table["v"].to_pylist())) == want
+    d = ds.dataset(str(tmp_path / "s"), format="arrow", partitioning="hive")
+    assert sorted(tuple(r.values()) for r in d.to_table(columns=["_time", "k", "v"]).to_pylist()) == want
+    frame = pl.scan_ipc(str(tmp_path / "s" / "**" / "*.arrow"), hive_partitioning=True).collect()
+    assert sorted(zip(frame["_time"], frame["k"], frame["v"])) == want
+    assert duckdb.sql("select count(*), sum(v), count(distinct _time) from d").fetchall() == [
+        (len(want), sum(v for _, _, v in want), 3)]
+
+
+def _body_codec(path: str, i: int) -> "str | None":
+    """The body compression of the ``i``-th record batch message of the IPC file at ``path`` (its flatbuffer)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    # walk the file's messages in order (the stream after the 8-byte magic) to the i-th record batch
+    message_reader = ipc.MessageReader.open_stream(pa.py_buffer(data[8:]))
+    message_reader.read_next_message()  # the schema
+    message = message_reader.read_next_message()
+    for _ in range(i):
+        message = message_reader.read_next_message()
+    from eventlog.encoding import ipc_build  # only to read the flatbuffer's codec field
+
+    parts = ipc_build.parse(message.serialize().to_pybytes())
+    return None if not parts.compressed else {0: "LZ4_FRAME", 1: "ZSTD"}[parts.codec]

@@ -15,6 +15,8 @@ option                        meaning
                               if it was read through eventlog, else 0; streams: the batch id)
 ``timeType``                  write: ``int64`` or ``product:K`` (needed for ``array<bigint>`` time columns)
 ``encoding``                  write: ``arrow`` (default) or ``avro``
+``compression``               write, a new stream: ``zstd`` (default), ``lz4`` or ``none`` (arrow); ``deflate``,
+                              ``zstandard`` or ``null`` (avro) (FORMAT.md §13)
 ``peers``                     micro-batch writes: parts of a new stream (default: the first batch's partitions)
 ``batchId``                   batch write: append the DataFrame as micro-batch ``batchId`` (``tap_batches``)
 ============================  =======================================================================
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from eventlog.errors import InvalidTimeError
+from eventlog.header import COMPRESSIONS
 from eventlog.time import Time, TimeType
 from replay.replayer import MODES
 
@@ -138,6 +141,8 @@ class WriteOptions:
     encoding: str
     peers: int | None
     batch_id: int | None
+    compression: str | None = None
+    """The codec of a new stream (None: the encoding's default, or an existing stream's)."""
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> "WriteOptions":
@@ -145,7 +150,14 @@ class WriteOptions:
         encoding = (_get(options, "encoding") or "arrow").strip().lower()
         if encoding not in ("arrow", "avro"):
             raise ValueError(f"option 'encoding' must be arrow or avro, got {encoding!r}")
+        compression = _get(options, "compression")
+        if compression is not None:
+            compression = compression.strip().lower()
+            if compression not in COMPRESSIONS[encoding]:
+                raise ValueError(f"option 'compression' must be one of {', '.join(COMPRESSIONS[encoding])} for the "
+                                 f"{encoding} encoding, got {compression!r}")
         return WriteOptions(
+            compression=compression,
             target=target_of(options),
             time=_get(options, "time"),
             time_type=_get(options, "timeType"),

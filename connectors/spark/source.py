@@ -69,9 +69,10 @@ class EventlogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         opts, arrow, time = self._write_setup(schema)
         if opts.batch_id is not None:
-            return MicroBatchWriter(opts.target, arrow, time, opts.encoding, opts.peers, opts.batch_id)
-        return BatchWriter(opts.target, arrow, time, opts.encoding, overwrite)
+            return MicroBatchWriter(opts.target, arrow, time, opts.encoding, opts.peers, opts.batch_id,
+                                    compression=opts.compression)
+        return BatchWriter(opts.target, arrow, time, opts.encoding, overwrite, compression=opts.compression)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> MicroBatchWriter:  # noqa: N802
         opts, arrow, time = self._write_setup(schema)
-        return MicroBatchWriter(opts.target, arrow, time, opts.encoding, opts.peers)
+        return MicroBatchWriter(opts.target, arrow, time, opts.encoding, opts.peers, compression=opts.compression)

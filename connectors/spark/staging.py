@@ -310,7 +310,7 @@ class PartStager:
     BUFFER_ROWS = 1 << 18
 
     def __init__(self, target: StreamURI, job: str, partition: int, attempt: int, schema: pa.Schema,
-                 time: TimeSpec, encoding: str) -> None:
+                 time: TimeSpec, encoding: str, compression: str | None = None) -> None:
         self.target, self.partition, self.attempt = target, partition, attempt
         self.uri = staging_uri(target, job, f"{partition}-{attempt}-{uuid.uuid4().hex[:8]}")
         self.schema, self.time = schema, time
@@ -319,7 +319,7 @@ class PartStager:
         self._pending_rows: dict[Time, int] = {}
         self._buffered = 0
         self._cap = Capture(open_log(self.uri), target.stream, 0, 1, schema=schema, encoding=encoding,
-                            time=time.time_type)
+                            time=time.time_type, compression=compression)
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Capture ``batch`` (one Messages event per distinct time, possibly merged with later records)."""

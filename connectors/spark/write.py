@@ -91,8 +91,10 @@ def committed_parts(messages: "list[Optional[WriterCommitMessage]] | list[Staged
 class BatchWriter(DataSourceArrowWriter):
     """``df.write.format("eventlog")``: one part per Spark partition, published at job commit."""
 
-    def __init__(self, target: StreamURI, schema: pa.Schema, time: TimeSpec, encoding: str, overwrite: bool) -> None:
+    def __init__(self, target: StreamURI, schema: pa.Schema, time: TimeSpec, encoding: str, overwrite: bool, *,
+                 compression: str | None = None) -> None:
         self.target, self.schema, self.time, self.encoding, self.overwrite = target, schema, time, encoding, overwrite
+        self.compression = compression
         self.job = uuid.uuid4().hex
         if not overwrite and stream_exists(open_log(target.log_uri), target.stream):
             raise StreamExistsError(
@@ -101,7 +103,8 @@ class BatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedPart:
         partition, attempt = _task()
-        stager = PartStager(self.target, self.job, partition, attempt, self.schema, self.time, self.encoding)
+        stager = PartStager(self.target, self.job, partition, attempt, self.schema, self.time, self.encoding,
+                            self.compression)
         return stage_all(stager, iterator)
 
     def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
@@ -111,7 +114,8 @@ class BatchWriter(DataSourceArrowWriter):
         elif stream_exists(open_log(self.target.log_uri), self.target.stream):
             remove_tree(staging_uri(self.target, self.job))
             raise StreamExistsError("stream was created by someone else during the write", stream=self.target.stream)
-        header = StreamHeader(self.target.stream, max(1, len(staged)), self.schema, self.time.time_type, self.encoding)
+        header = StreamHeader(self.target.stream, max(1, len(staged)), self.schema, self.time.time_type, self.encoding,
+                              compression=self.compression)
         if not staged:  # no partition at all: an empty, finished stream
             open_log(self.target.log_uri).create_stream(header)
             Capture(open_log(self.target.log_uri), self.target.stream, 0, 1).close()
@@ -132,15 +136,17 @@ class MicroBatchWriter(DataSourceArrowWriter, DataSourceStreamArrowWriter):
     """Appends micro-batches to an open stream (the streaming sink; batch writes with ``batchId``)."""
 
     def __init__(self, target: StreamURI, schema: pa.Schema, time: TimeSpec, encoding: str,
-                 peers: int | None, batch_id: int | None = None) -> None:
+                 peers: int | None, batch_id: int | None = None, *, compression: str | None = None) -> None:
         check_micro_batch_time(time)
         self.target, self.schema, self.time, self.encoding, self.peers = target, schema, time, encoding, peers
+        self.compression = compression
         self.batch_id = batch_id
         self.job = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedPart:
         partition, attempt = _task()
-        stager = PartStager(self.target, self.job, partition, attempt, self.schema, self.time, self.encoding)
+        stager = PartStager(self.target, self.job, partition, attempt, self.schema, self.time, self.encoding,
+                            self.compression)
         return stage_all(stager, iterator)
 
     def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int | None = None) -> None:  # noqa: N803
@@ -149,7 +155,7 @@ class MicroBatchWriter(DataSourceArrowWriter, DataSourceStreamArrowWriter):
             raise EventLogError("a micro-batch append needs a batch id", stream=self.target.stream)
         try:
             append_micro_batch(self.target, committed_parts(messages, self.target), int(batch), self.schema, self.time,
-                               self.encoding, self.peers)
+                               self.encoding, self.peers, compression=self.compression)
         finally:
             self._clean(messages)
 
@@ -190,7 +196,7 @@ def _tail_times(log: Log, stream: str, part: int) -> set[Time]:
 
 
 def append_micro_batch(target: StreamURI, staged: list[StagedPart], batch_id: int, schema: pa.Schema,
-                       time: TimeSpec, encoding: str, peers: int | None) -> int:
+                       time: TimeSpec, encoding: str, peers: int | None, *, compression: str | None = None) -> int:
     """Append one micro-batch (the staged parts of its tasks) to ``target`` as described in the module doc;
     returns the number of records written (0 for a batch that was already written). The parts are read and
     appended side by side (each part has a writer of its own; pyarrow decodes and compresses without the GIL)."""
@@ -200,7 +206,8 @@ def append_micro_batch(target: StreamURI, staged: list[StagedPart], batch_id: in
         peers = stored.peers
     else:
         peers = peers or max(1, len(staged))
-    header = log.create_stream(StreamHeader(target.stream, peers, schema, time.time_type, encoding))
+    header = log.create_stream(StreamHeader(target.stream, peers, schema, time.time_type, encoding,
+                                            compression=compression))
     by_part: list[list[StagedPart]] = [[] for _ in range(header.peers)]
     for s in staged:
         by_part[s.partition % header.peers].append(s)

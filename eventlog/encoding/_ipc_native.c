@@ -198,7 +198,7 @@ static PyObject *check(PyObject *self, PyObject *args) {
         if (compression.present) {
             at = field(&fb, &compression, 0);
             int64_t codec = at ? (int64_t)(int8_t)get(&fb, at, 1) : 0;
-            if (fb.bad || codec != 1) { /* CompressionType: LZ4_FRAME = 0, ZSTD = 1 */
+            if (fb.bad || (codec != 0 && codec != 1)) { /* CompressionType: LZ4_FRAME = 0, ZSTD = 1 */
                 break;
             }
             compressed = 1;
@@ -258,7 +258,8 @@ static PyObject *check(PyObject *self, PyObject *args) {
 }
 
 /*
- * tail(data, start, nnodes, nbuffers) -> (compressed, nodes, buffers) or None: the last nnodes FieldNodes
+ * tail(data, start, nnodes, nbuffers) -> (codec, nodes, buffers) or None: the message's body compression (None
+ * when uncompressed, else its CompressionType: 0 LZ4_FRAME, 1 ZSTD), the last nnodes FieldNodes
  * ((length, null_count) each) and the last nbuffers Buffers ((offset, length) each, the offset from the start of
  * data, inside the message's body) of the record-batch message at start; None when the message is malformed or
  * holds fewer. What it returns lies inside data: a caller reads those bytes without further checks.
@@ -317,8 +318,18 @@ static PyObject *tail(PyObject *self, PyObject *args) {
             }
         }
         if (good) {
-            out = Py_BuildValue("(ONN)", compression.present ? Py_True : Py_False, node_list, buf_list);
-        } else {
+            int64_t codec = -1; /* no compression: None */
+            if (compression.present) {
+                int64_t at = field(&fb, &compression, 0);
+                codec = at ? (int64_t)(int8_t)get(&fb, at, 1) : 0;
+                good = !fb.bad;
+            }
+            if (good) {
+                out = codec < 0 ? Py_BuildValue("(ONN)", Py_None, node_list, buf_list)
+                                : Py_BuildValue("(LNN)", (long long)codec, node_list, buf_list);
+            }
+        }
+        if (!good) { /* Py_BuildValue took both tuples, even when it failed */
             Py_XDECREF(node_list);
             Py_XDECREF(buf_list);
         }
@@ -419,7 +430,7 @@ static PyMethodDef methods[] = {
      "empty(data, start) -> (rows, nodes, buffers, metadata) or None: a record-batch message's row count, node and "
      "buffer counts and custom metadata ((key, value) bytes pairs); None when it is malformed."},
     {"tail", tail, METH_VARARGS,
-     "tail(data, start, nnodes, nbuffers) -> (compressed, nodes, buffers) or None: the last FieldNodes and "
+     "tail(data, start, nnodes, nbuffers) -> (codec, nodes, buffers) or None: the last FieldNodes and "
      "Buffers of a record-batch message, buffers as (offset in data, length); None when it is malformed."},
     {NULL, NULL, 0, NULL},
 };

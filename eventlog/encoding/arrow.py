@@ -1,6 +1,7 @@
 """The Arrow encoding: a segment is an Arrow IPC stream, one record batch per event (zstd buffers).
 
-Messages events are batches of the stream schema (zstd-compressed buffers); Progress events are empty
+Messages events are batches of the stream schema (buffers compressed with the stream's codec: zstd unless its
+header chooses lz4 or none, FORMAT.md §13); Progress events are empty
 batches (uncompressed: there is nothing to compress). The event itself is
 described in the batch's custom metadata: ``eventlog.seq``, ``eventlog.kind`` (``messages``/``progress``),
 ``eventlog.time`` (JSON time) or ``eventlog.updates`` (JSON ``[[time, delta], …]``). See FORMAT.md.
@@ -81,24 +82,38 @@ def encode_event(stream: str, seq: int, event: Event, messages: _BodyWriter, pro
     """The record-batch message of ``event`` (format §4): ``records`` (default: the event's) through
     ``messages``, or ``empty`` through ``progress``, with the event's custom metadata and ``extra`` keys. An
     event over the format's limits raises LimitError (nothing is returned, so nothing is written)."""
+    meta = event_metadata(stream, seq, event, extra)
+    if isinstance(event, Messages):
+        body = messages.body(event.records if records is None else records, meta)
+    else:
+        body = progress.body(empty, meta)
+    check_body(stream, seq, body)
+    return body
+
+
+def event_metadata(stream: str, seq: int, event: Event, extra: "dict | None" = None) -> dict:
+    """The custom metadata of ``event``'s record batch (format §4), with ``extra`` keys; an event with more
+    records or updates than the format allows raises LimitError."""
     where = {"stream": stream, "seq": seq}
     if isinstance(event, Messages):
         check_limit("records in one event", event.records.num_rows, MAX_EVENT_RECORDS, **where)
-        meta = {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode(), **(extra or {})}
-        body = messages.body(event.records if records is None else records, meta)
-    elif isinstance(event, Progress):
+        return {_SEQ: str(seq).encode(), _KIND: b"messages", _TIME: json.dumps(event.time).encode(), **(extra or {})}
+    if isinstance(event, Progress):
         check_limit("updates in one event", len(event.updates), MAX_EVENT_UPDATES, **where)
-        meta = {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode(),
+        return {_SEQ: str(seq).encode(), _KIND: b"progress", _UPDATES: json.dumps(event.updates).encode(),
                 **(extra or {})}
-        body = progress.body(empty, meta)
-    else:
-        raise TypeError(f"not an event: {event!r}")
+    raise TypeError(f"not an event: {event!r}")
+
+
+def check_body(stream: str, seq: int, body: "bytes | memoryview") -> None:
+    """Raise LimitError unless the record-batch message ``body`` of event ``seq`` is within what readers accept
+    (its stored size, and what ``check_record_batch_message`` checks), so that every event written can be read."""
+    where = {"stream": stream, "seq": seq}
     check_limit("stored size in bytes of one event", len(body), MAX_EVENT_BYTES, **where)
-    try:  # what readers will check, so that every event written can be read
+    try:
         check_record_batch_message(memoryview(body))
     except LogLimitError as e:
         raise LimitError(e.reason, **where) from None  # type: ignore[arg-type]
-    return body
 
 
 class _ArrowSegmentDecoder:
@@ -266,26 +281,60 @@ through pyarrow)."""
 
 
 class _ArrowRecordEncoder:
-    """Whole Arrow IPC streams of one event: the schema message, the event's batch, the end-of-stream marker."""
+    """Whole Arrow IPC streams of one event: the schema message, the event's batch, the end-of-stream marker.
+
+    ``encode_value`` has pyarrow write each value into one buffer of its own (a stream writer per event, as a
+    user of pyarrow writes a Kafka record): nothing of it is copied in Python, and a producer takes the buffer
+    as it is. The bytes are those of one stream writer cut per event (the segment encoder's), unchanged."""
 
     prefix = b""
     suffix = b""
 
     def __init__(self, codec: "ArrowCodec") -> None:
+        self._codec = codec
         self._prefix = codec.prefix
-        self._events = _ArrowSegmentEncoder(codec)
+        # the stream's compression, on the writing thread: handing one event's buffers to pyarrow's pool and
+        # waiting for them took 1.8x as long on a busy 2-core machine (a 100 kB event)
+        self._options = ipc.IpcWriteOptions(compression=codec.write_options.compression, use_threads=False)
+        self._plain = ipc.IpcWriteOptions(use_threads=False)  # Progress events: nothing to compress
 
     def encode(self, seq: int, event: Event) -> bytes:
-        return b"".join((self._prefix, self._events.encode(seq, event), _EOS))
+        return self.encode_value(seq, event).to_pybytes()
+
+    def encode_value(self, seq: int, event: Event) -> pa.Buffer:
+        """``encode``'s value as the buffer pyarrow wrote it into (a read-only bytes-like object)."""
+        stream = self._codec.header.stream
+        meta = event_metadata(stream, seq, event)
+        if isinstance(event, Messages):
+            batch, options = event.records, self._options
+        else:
+            batch, options = self._codec.empty_batch, self._plain
+        sink = pa.BufferOutputStream()
+        with ipc.new_stream(sink, self._codec.header.schema, options=options) as writer:
+            writer.write_batch(batch, custom_metadata=meta)
+        value = sink.getvalue()
+        view, start = memoryview(value).cast("B"), len(self._prefix)
+        if view[:start] != self._prefix or view[len(view) - len(_EOS):] != _EOS:
+            raise RuntimeError("pyarrow wrote an unexpected IPC stream for one event")
+        check_body(stream, seq, view[start : len(view) - len(_EOS)])
+        return value
 
 
 class _ArrowRecordDecoder:
     """Reads whole Arrow IPC streams of one event. The schema message must describe the stream's schema; one
     whose bytes differ from the header's (another pyarrow, other metadata) is parsed and compared once."""
 
+    # One record is one event: pyarrow decompresses its buffers on the reading thread. Handing each buffer to
+    # pyarrow's pool and waiting for it took twice as long on a busy 2-core machine (a 100 kB record).
+    _READ_OPTIONS = ipc.IpcReadOptions(use_threads=False)
+
     def __init__(self, codec: "ArrowCodec") -> None:
         self._codec = codec
-        self._decoders: dict[bytes, _ArrowSegmentDecoder] = {codec.prefix: _ArrowSegmentDecoder(codec, codec.prefix)}
+        self._decoders: dict[bytes, _ArrowSegmentDecoder] = {codec.prefix: self._reading(_ArrowSegmentDecoder(codec, codec.prefix))}
+
+    def _reading(self, decoder: _ArrowSegmentDecoder) -> _ArrowSegmentDecoder:
+        decoder.read_options = self._READ_OPTIONS
+        return decoder
 
     def decode(self, value) -> tuple[int, Event]:  # noqa: ANN001
         view = memoryview(value)
@@ -304,10 +353,11 @@ class _ArrowRecordDecoder:
         prefix = bytes(view[:end])
         decoder = self._decoders.get(prefix)
         if decoder is None:
-            decoder = self._codec.segment_decoder(prefix)  # CorruptLogError unless it is the stream's schema
+            decoder = self._reading(self._codec.segment_decoder(prefix))  # CorruptLogError unless the stream's schema
             if len(self._decoders) < 16:
                 self._decoders[prefix] = decoder
-        return decoder.decode(view[end : len(view) - len(_EOS)])
+        # the value is the event's IPC stream: pyarrow reads the batch where it lies (no copy of the body)
+        return decoder.decode_at(pa.py_buffer(value), end, len(view) - len(_EOS) - end)
 
     def decode_at(self, segment: pa.Buffer, offset: int, length: int) -> tuple[int, Event]:
         return self.decode(memoryview(segment)[offset : offset + length])
@@ -318,6 +368,8 @@ def _tuples(t):  # noqa: ANN001, ANN202 - JSON lists back to product-time tuples
 
 
 def _json(raw: bytes):  # noqa: ANN202 - a JSON time or updates list, integers only
+    if type(raw) is bytes and raw.isdigit() and (len(raw) == 1 or raw[:1] != b"0"):
+        return int(raw)  # an int time: what json.loads reads from its digits, without building a decoder per event
     return json.loads(raw, parse_float=_no_float, parse_constant=_no_float)
 
 
@@ -325,15 +377,25 @@ def _no_float(text: str):  # noqa: ANN202
     raise ValueError(f"{text[:30]} is not an integer")
 
 
+_IPC_CODECS = {"zstd": "zstd", "lz4": "lz4", "none": None}
+"""The stream header's Arrow compressions, as pyarrow's IPC writer names them (``lz4``: LZ4 frames)."""
+
+
 class ArrowCodec:
     """Arrow IPC stream segments for one stream header (SchemaMismatchError if its schema has no IPC form)."""
 
     file_suffix = ".arrows"
 
-    def __init__(self, header: StreamHeader, *, compression: str | None = "zstd") -> None:
+    def __init__(self, header: StreamHeader, *, compression: str | None = None) -> None:
         self.header = header
         self.time_type = header.time_type
-        self.write_options = ipc.IpcWriteOptions(compression=compression)
+        if header.encoding != "arrow":
+            raise ValueError(f"an arrow codec for a stream of the {header.encoding} encoding")
+        self.compression = compression or header.arrow_compression
+        """The IPC body compression of Messages events: ``zstd``, ``lz4`` or ``none`` (the header's by default)."""
+        if self.compression not in _IPC_CODECS:
+            raise ValueError(f"unknown arrow compression {self.compression!r}: expected one of {tuple(_IPC_CODECS)}")
+        self.write_options = ipc.IpcWriteOptions(compression=_IPC_CODECS[self.compression])
         try:
             self.prefix = header.schema.serialize().to_pybytes()
             self.empty_batch = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in header.schema],

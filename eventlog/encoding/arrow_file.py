@@ -38,13 +38,12 @@ from ..limits import (
     decoded_bytes_bound,
 )
 from ..records import constant_column, time_column
-from . import ipc_build
+from . import ipc_build, lz4_frame, zstd_frame
 from .arrow import _KIND, _SEQ, _TIME, _TS, _UPDATES, ArrowCodec, _ArrowSegmentDecoder, _BodyWriter, encode_event
 from .ipc_file import LEADING_MAGIC, Block, block_of, footer
 from .ipc_message import _native as _ipc_native
 from .ipc_message import check_record_batch_message
 from .validate import validate_full
-from .zstd_frame import constant_int64_frame, constant_int64_value
 
 _native_tail = _ipc_native.tail if _ipc_native is not None else None
 """A message's last nodes and buffers, read in C; None when the extension is not built (every column is
@@ -153,19 +152,20 @@ class _FileSegmentEncoder:
             values, decoded = ipc_build.totals(parts, user_body)
             at = parts.body_length + (-parts.body_length % 8)
             columns = []  # (_time, _seq): one value each
+            frame = _CONSTANT_FRAMES[parts.codec]
             for value in (event.time, seq):
                 if not parts.compressed or not n:
                     data = value.to_bytes(8, "little", signed=True) * n
                 elif columns and value == event.time:
                     data = columns[0][1]
                 else:
-                    data = (8 * n).to_bytes(8, "little") + constant_int64_frame(value, n)
+                    data = (8 * n).to_bytes(8, "little") + frame(value, n)
                 columns.append((at, data))
                 at += len(data) + (-len(data) % 8)
             nodes = parts.nodes + ipc_build.node(n) + ipc_build.node(n)
             buffers = parts.buffers + b"".join(ipc_build.buffer(o, 0) + ipc_build.buffer(o, len(d)) for o, d in columns)
             meta = [(_SEQ, str(seq).encode()), (_KIND, b"messages"), (_TIME, _json_time(event.time)), (_TS, ts)]
-            head = ipc_build.header(n, nodes, buffers, parts.compressed, parts.variadic, at, meta)
+            head = ipc_build.header(n, nodes, buffers, parts.compressed, parts.variadic, at, meta, parts.codec)
             pieces = [head, *_cut(user_body, parts.body_length), b"\0" * (-parts.body_length % 8)]
             for _, data in columns:
                 pieces += [data, b"\0" * (-len(data) % 8)]
@@ -197,6 +197,11 @@ class _FileSegmentEncoder:
 
 
 _ROWS = _FileSegmentEncoder._rows
+
+_CONSTANT_FRAMES = {0: lz4_frame.constant_int64_frame, 1: zstd_frame.constant_int64_frame}
+"""The frame of a constant int64 column built without a compressor, by IPC ``CompressionType`` (LZ4_FRAME, ZSTD)."""
+_CONSTANT_VALUES = {0: lz4_frame.constant_int64_value, 1: zstd_frame.constant_int64_value}
+"""The value of such a frame (None for any other frame), by ``CompressionType``."""
 
 
 class Started:
@@ -315,11 +320,13 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
         found = _native_tail(segment, offset, 2, 4)
         if found is None:
             return False
-        compressed, nodes, buffers = found
+        codec, nodes, buffers = found
+        if codec is True or codec is False:  # an extension built before codecs were told apart: zstd or none
+            codec = 1 if codec else None
         if any(node != (n, 0) for node in nodes) or buffers[0][1] or buffers[2][1]:
             return False  # other lengths, nulls or a validity bitmap: pyarrow's checks say what is wrong
         for name, want, (at, size) in (("_time", time, buffers[1]), ("_seq", seq, buffers[3])):
-            got = _buffer_constant(segment, at, size, n, compressed)
+            got = _buffer_constant(segment, at, size, n, codec)
             if got is None:
                 return False
             if got != want:
@@ -364,16 +371,17 @@ class _FileSegmentDecoder(_ArrowSegmentDecoder):
             raise ValueError(f"the _time column disagrees with the event's time {time}")
 
 
-def _buffer_constant(segment: pa.Buffer, at: int, size: int, n: int, compressed: bool) -> int | None:
+def _buffer_constant(segment: pa.Buffer, at: int, size: int, n: int, codec: int | None) -> int | None:
     """The one int64 value of the ``n``-row buffer at ``segment[at:at + size]`` when its bytes say it without
-    decompressing (a constant frame, or raw values all equal), else None."""
+    decompressing (a constant frame of the message's ``codec``, or raw values all equal), else None."""
     view = memoryview(segment)
-    if compressed:
-        if size < 8:
+    if codec is not None:
+        value_of = _CONSTANT_VALUES.get(codec)
+        if size < 8 or value_of is None:
             return None
         declared = int.from_bytes(view[at : at + 8], "little", signed=True)
         if declared == 8 * n:
-            return constant_int64_value(view[at + 8 : at + size], n)
+            return value_of(view[at + 8 : at + size], n)
         if declared != -1:  # a frame of another length: pyarrow says what is wrong
             return None
         at, size = at + 8, size - 8  # stored uncompressed
@@ -403,7 +411,7 @@ class ArrowFileCodec(ArrowCodec):
     """Build Messages and Progress messages with ``ipc_build`` (False: every event through pyarrow's writer;
     tests compare the two)."""
 
-    def __init__(self, header: StreamHeader, *, compression: str | None = "zstd") -> None:
+    def __init__(self, header: StreamHeader, *, compression: str | None = None) -> None:
         super().__init__(header, compression=compression)
         check_no_meta_columns(header)
         self.records_message = self.prefix

@@ -276,7 +276,13 @@ class AvroCodec:
     file_suffix = ".avro"
 
     def __init__(self, header: StreamHeader) -> None:
-        """Raises SchemaMismatchError if the Avro encoding cannot store ``header.schema``."""
+        """Raises SchemaMismatchError if the Avro encoding cannot store ``header.schema``, ValueError if the header
+        chooses a compression this form has not: Kafka records hold each event uncompressed (the producer's
+        ``compression.type`` compresses on the wire), 1.x segments use zstandard blocks."""
+        if header.compression not in (None, "null"):
+            raise ValueError(f"compression {header.compression!r} is for the Avro segments of 2.x file logs: Kafka "
+                             "records hold Avro events uncompressed (set the producer's compression.type) and 1.x "
+                             "file segments use zstandard blocks")
         self.header = header
         self.schema_json, self.raw_schema = event_schema(header)
         raw_json, self.parsed, self.raw_parsed = parse_schemas(self.schema_json, header.stream)

@@ -275,7 +275,8 @@ class AvroRowsCodec:
     def __init__(self, header: StreamHeader, *, block_codec: str | None = None) -> None:
         """Raises SchemaMismatchError if the Avro encoding cannot store ``header.schema``."""
         self.header = header
-        self.block_codec = check_avro_codec(block_codec or DEFAULT_AVRO_CODEC)
+        self.block_codec = check_avro_codec(header.compression or block_codec or DEFAULT_AVRO_CODEC)
+        """The codec of the segments this codec creates: the header's choice, else ``block_codec`` (the log's)."""
         self.schema_json, self.raw_schema = row_schema(header)
         raw, self.parsed, self._row = parse_schemas(self.schema_json, header.stream)
         k = len(header.schema)

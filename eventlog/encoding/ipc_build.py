@@ -27,7 +27,7 @@ _NODE = struct.Struct("<qq")
 _CONTINUATION = b"\xff\xff\xff\xff"
 _RECORD_BATCH = 3
 _V5 = 4
-_ZSTD = 1
+_LZ4_FRAME, _ZSTD = 0, 1
 
 
 class BatchParts(NamedTuple):
@@ -40,12 +40,14 @@ class BatchParts(NamedTuple):
     buffers: bytes
     """The ``Buffer`` structs (16 bytes each: offset, length within the body)."""
     compressed: bool
-    """The body's buffers are zstd frames behind an int64 length (``BodyCompression``)."""
+    """The body's buffers are frames of ``codec`` behind an int64 length (``BodyCompression``)."""
     variadic: bytes | None
     """``variadicBufferCounts`` (int64 each), None when absent."""
     body_start: int
     """Offset of the body in the message."""
     body_length: int
+    codec: int = _ZSTD
+    """The ``CompressionType`` of a compressed body: 0 LZ4_FRAME, 1 ZSTD."""
 
 
 def parse(message: "bytes | memoryview") -> BatchParts:
@@ -97,15 +99,16 @@ def parse(message: "bytes | memoryview") -> BatchParts:
     length = struct.unpack_from("<q", fb, at)[0] if at else 0
     at = field(rb, 3)
     compressed = False
+    codec = _ZSTD
     if at:
         c = table(ref(at))
         codec_at = field(c, 0)
         codec = struct.unpack_from("<b", fb, codec_at)[0] if codec_at else 0
-        if codec != _ZSTD:
-            raise ValueError(f"IPC body compression {codec} is not zstd")
+        if codec not in (_LZ4_FRAME, _ZSTD):
+            raise ValueError(f"IPC body compression {codec} is neither LZ4_FRAME (0) nor ZSTD (1)")
         compressed = True
     return BatchParts(length, vector(rb, 1, 16) or b"", vector(rb, 2, 16) or b"", compressed, vector(rb, 4, 8),
-                      8 + meta_len, body_length)
+                      8 + meta_len, body_length, codec)
 
 
 def split(chunks: "Sequence[bytes | memoryview]") -> "tuple[BatchParts, list]":
@@ -137,12 +140,13 @@ def _pad(n: int, to: int = 8) -> bytes:
 
 
 def header(length: int, nodes: bytes, buffers: bytes, compressed: bool, variadic: "bytes | None", body_length: int,
-           metadata: Sequence[tuple[bytes, bytes]]) -> bytes:
+           metadata: Sequence[tuple[bytes, bytes]], codec: int = _ZSTD) -> bytes:
     """The encapsulated message's start — ``FFFFFFFF``, the int32 metadata length, the ``Message`` flatbuffer
     (V5, a ``RecordBatch`` of ``length`` rows with these raw ``nodes``, ``buffers`` and ``variadic`` counts,
-    zstd ``BodyCompression`` when ``compressed``, ``body_length`` and the custom ``metadata`` pairs), padded
-    to 8 bytes — to which the body is appended."""
-    key = (len(nodes), len(buffers), compressed, -1 if variadic is None else len(variadic), len(metadata))
+    a ``BodyCompression`` of ``codec`` (0 LZ4_FRAME, 1 ZSTD) when ``compressed``, ``body_length`` and the custom
+    ``metadata`` pairs), padded to 8 bytes — to which the body is appended."""
+    key = (len(nodes), len(buffers), compressed, -1 if variadic is None else len(variadic), len(metadata),
+           codec if compressed else _ZSTD)
     shape = _SHAPES.get(key)
     if shape is None:
         shape = _SHAPES[key] = _Shape(*key)
@@ -186,7 +190,7 @@ class _Shape:
     """The fixed part of ``header``'s flatbuffer for one shape (vector sizes, compression, metadata count):
     everything but the two lengths, the vectors' contents and the KeyValue tables, laid out once."""
 
-    def __init__(self, nodes: int, buffers: int, compressed: bool, variadic: int, entries: int) -> None:
+    def __init__(self, nodes: int, buffers: int, compressed: bool, variadic: int, entries: int, codec: int) -> None:
         out = bytearray(4)  # root uoffset; every uoffset points forward, every vtable lies before its table
         patches: list[tuple[int, str]] = []
         places: dict[str, int] = {}
@@ -220,13 +224,19 @@ class _Shape:
         if variadic >= 0:
             patches.append((rb + 24, "variadic"))
 
-        if compressed:  # BodyCompression: codec ZSTD (method BUFFER is the default, left out as pyarrow does)
+        if compressed:  # BodyCompression: its codec (method BUFFER is the default, left out as pyarrow does)
             align(2)
             vt = len(out)
-            out += struct.pack("<3H", 6, 8, 4)
-            align(4)
-            places["compression"] = len(out)
-            out += struct.pack("<ib3x", len(out) - vt, _ZSTD)
+            if codec == _LZ4_FRAME:  # the codec's default value: left out of the table, as pyarrow does
+                out += struct.pack("<2H", 4, 4)
+                align(4)
+                places["compression"] = len(out)
+                out += struct.pack("<i", len(out) - vt)
+            else:
+                out += struct.pack("<3H", 6, 8, 4)
+                align(4)
+                places["compression"] = len(out)
+                out += struct.pack("<ib3x", len(out) - vt, codec)
 
         self.variadic_at = 0
         for name, size, item in (("nodes", nodes, 16), ("buffers", buffers, 16), ("variadic", variadic, 8)):
@@ -252,7 +262,7 @@ class _Shape:
         self.template = bytes(out)
 
 
-_SHAPES: dict[tuple[int, int, bool, int, int], _Shape] = {}
+_SHAPES: dict[tuple[int, int, bool, int, int, int], _Shape] = {}
 
 
 def node(length: int, null_count: int = 0) -> bytes:

@@ -28,7 +28,9 @@ except ImportError:  # not built: every message goes through the Python check
 
 _CONTINUATION = 0xFFFFFFFF
 _RECORD_BATCH = 3  # MessageHeader union: NONE, Schema, DictionaryBatch, RecordBatch, Tensor, SparseTensor
-_ZSTD = 1  # CompressionType: LZ4_FRAME, ZSTD
+_LZ4_FRAME, _ZSTD = 0, 1  # CompressionType: LZ4_FRAME, ZSTD
+CODECS = (_LZ4_FRAME, _ZSTD)
+"""The IPC body compressions readers decompress (``BodyCompression.codec``: LZ4 frames, zstd; FORMAT.md §13)."""
 _STRUCTS: dict[str, struct.Struct] = {}
 
 
@@ -170,8 +172,8 @@ def check_in_python(data: memoryview, start: int = 0) -> BatchMessage:
                             f"{MAX_EVENT_VALUES}")
     compression = batch.table(3)
     codec = None if compression is None else compression.scalar(0, "<b")
-    if codec is not None and codec != _ZSTD:
-        raise ValueError(f"IPC body compression {codec} is not zstd")
+    if codec is not None and codec not in CODECS:
+        raise ValueError(f"IPC body compression {codec} is neither LZ4_FRAME (0) nor ZSTD (1)")
     bufs_at, nbufs = batch.vector(2, 16)
     decoded = 0
     for i, (offset, length) in enumerate(fb.items("<qq", bufs_at, nbufs)):

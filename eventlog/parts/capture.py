@@ -8,6 +8,7 @@ consolidated change as one Progress event; ``close`` empties the frontier (the p
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
@@ -50,7 +51,9 @@ class Capture:
     ``retention`` (an age: ``"7d"``, ``"12h"``, seconds) drops the stream's times complete longer ago than that,
     now and then, in the background (``retention_policy.RetentionPolicy``; FORMAT.md §10); ``compact`` (a number
     of segments, file logs) merges the part's small sealed segments once it holds that many
-    (``compaction_policy.CompactionPolicy``; FORMAT.md §11).
+    (``compaction_policy.CompactionPolicy``; FORMAT.md §11). ``compression`` (a new stream's, recorded in its header;
+    FORMAT.md §13): ``"zstd"`` (Arrow's default), ``"lz4"`` or ``"none"`` for Arrow, ``"deflate"``, ``"zstandard"`` or
+    ``"null"`` for Avro (file logs); None follows an existing stream's.
 
     Reopening a part starts a new writer incarnation: readers void the messages the previous one left at
     times the part had not completed, so the application re-sends every time from ``frontier`` on (FORMAT.md
@@ -76,13 +79,14 @@ class Capture:
         continues: bool = False,
         retention: "str | float | None" = None,
         compact: int | None = None,
+        compression: str | None = None,
     ) -> None:
         self._retention: RetentionPolicy | None = None
         self._compaction: CompactionPolicy | None = None
         self.log = log if isinstance(log, Log) else open_log(log)
         if expect_next_seq is not None:
             self._check_stream_exists(stream, worker, expect_next_seq)
-        self.header = self._open_header(stream, peers, schema, encoding, time)
+        self.header = self._open_header(stream, peers, schema, encoding, time, compression)
         self.stream = stream
         self.worker = worker
         self.peers = peers
@@ -134,17 +138,19 @@ class Capture:
             ) from None
 
     def _open_header(
-        self, stream: str, peers: int, schema: pa.Schema | None, encoding: str | None, time: "str | TimeType | None"
+        self, stream: str, peers: int, schema: pa.Schema | None, encoding: str | None, time: "str | TimeType | None",
+        compression: str | None = None,
     ) -> StreamHeader:
         if schema is not None:
-            wanted = StreamHeader(stream, peers, schema, TimeType.parse(time or "int64"), encoding or "arrow")
+            wanted = StreamHeader(stream, peers, schema, TimeType.parse(time or "int64"), encoding or "arrow",
+                                  compression=compression)
             if time is None or encoding is None:  # unspecified settings follow an existing stream
                 try:
                     stored = self.log.header(stream)
                     wanted = StreamHeader(
                         stream, peers, schema,
                         TimeType.parse(time) if time is not None else stored.time_type,
-                        encoding or stored.encoding,
+                        encoding or stored.encoding, compression=compression,
                     )
                 except StreamNotFoundError:
                     pass
@@ -162,6 +168,11 @@ class Capture:
             diffs.append(f"encoding {encoding!r} != {stored.encoding!r}")
         if time is not None and TimeType.parse(time) != stored.time_type:
             diffs.append(f"time type {TimeType.parse(time)} != {stored.time_type}")
+        if compression is not None:
+            try:
+                stored.check_same(dataclasses.replace(stored, compression=compression))
+            except HeaderMismatchError as e:
+                diffs.append(e.reason.split(": ", 1)[-1])
         if diffs:
             raise HeaderMismatchError("stream exists with another header: " + "; ".join(diffs), stream=stream)
         return stored

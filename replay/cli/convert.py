@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import click
 
 from eventlog.events import Entry, Messages
-from eventlog.header import ENCODINGS
+from eventlog.header import COMPRESSIONS, ENCODINGS
 from eventlog.log import Log, PartReader
 from eventlog.time import less_equal
 from replay.copy import copy as copy_stream
@@ -45,8 +45,11 @@ from ._wallclock import check_window, require_write_times, ts_options
               help="Repartition records by this column (repeat for several) instead of assigning whole parts.")
 @click.option("--encoding", type=click.Choice(ENCODINGS), help="Encoding of the copy (default: the source's).")
 @click.option("--to-stream", help="Name of the stream in DST (default: STREAM).")
+@click.option("--compression", type=click.Choice(sorted({c for cs in COMPRESSIONS.values() for c in cs})),
+              help="Compression of the copy: zstd, lz4 or none (arrow); deflate, zstandard or null (avro). Default: "
+                   "the source's for an arrow copy of an arrow stream, else the destination log's.")
 def copy(src: str, dst: str, stream: str, workers: int | None, key: tuple[str, ...], encoding: str | None,
-         to_stream: str | None) -> None:
+         to_stream: str | None, compression: str | None) -> None:
     """Copy STREAM from the log SRC into the log DST with another part count, key partitioning or encoding.
     Times, records and completion are preserved: a copied part is finished only if every source part it
     reads is. DST may be the same log as SRC with --to-stream. The destination stream must not exist.
@@ -55,11 +58,16 @@ def copy(src: str, dst: str, stream: str, workers: int | None, key: tuple[str, .
     Example:
       replay copy /tmp/cap /tmp/cap2 numbers --workers 2 --encoding avro
       replay copy /tmp/cap /tmp/cap numbers --to-stream numbers-by-n --key n --workers 4
+      replay copy /tmp/cap /tmp/cap-lz4 numbers --compression lz4
     """
     src_log = open_uri(src)
     header = stream_header(src_log, stream)
     dst_log = open_uri(dst, must_exist=False)
     name = to_stream or stream
+    if compression is not None and compression not in COMPRESSIONS[encoding or header.encoding]:
+        raise click.BadParameter(f"{compression!r} is not a compression of the {encoding or header.encoding} encoding "
+                                 f"({', '.join(COMPRESSIONS[encoding or header.encoding])})",
+                                 param_hint="'--compression'")
     require_new_stream(dst_log, name, "'--to-stream'", "another --to-stream")
     missing = [k for k in key if k not in header.schema.names]
     if missing:
@@ -71,10 +79,11 @@ def copy(src: str, dst: str, stream: str, workers: int | None, key: tuple[str, .
     what = f"copying {stream!r}" + (f" (--key: source read {peers}x)" if key else "")
     with progress(what, reads) as advance, _counting_reads(src_log, stream, advance):
         out = copy_stream(src_log, dst_log, stream, peers=peers, key=list(key) if key else None, encoding=encoding,
-                          dst_stream=name)
+                          dst_stream=name, compression=compression)
     events = sum(dst_log.part_stats(name, p).events for p in range(out.peers))
+    codec = f", {out.compression}" if out.compression else ""
     note(f"copied {stream!r} ({header.peers} parts, {header.encoding}) from {src_log.uri} to {dst_log.uri} as "
-         f"{name!r} ({out.peers} parts, {out.encoding}): {events} events")
+         f"{name!r} ({out.peers} parts, {out.encoding}{codec}): {events} events")
     unfinished = _unfinished_parts(dst_log, name, out.peers)
     if unfinished:
         warn(f"the source stream is not finished, so neither are parts {unfinished} of the copy")

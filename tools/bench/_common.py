@@ -44,6 +44,10 @@ class Samples:
     def best(self, name: str) -> float:
         return min(self._times[name])
 
+    def last(self, name: str) -> float:
+        """The latest sample of ``name`` (a round's own time)."""
+        return self._times[name][-1]
+
     def median(self, name: str) -> float:
         ts = sorted(self._times[name])
         mid = len(ts) // 2

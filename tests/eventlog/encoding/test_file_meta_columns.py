@@ -171,26 +171,30 @@ def test_any_damage_to_an_event_gets_the_verdict_of_decoding_every_column(tmp_pa
     assert fast == whole
 
 
-@pytest.mark.parametrize("compressed", [True, False])
-def test_a_buffer_tells_its_one_value_only_when_its_bytes_say_so(compressed):
+@pytest.mark.parametrize("codec", [1, 0, None], ids=["zstd", "lz4", "none"])
+def test_a_buffer_tells_its_one_value_only_when_its_bytes_say_so(codec):
+    from eventlog.encoding import lz4_frame
     from eventlog.encoding.arrow_file import _buffer_constant
 
     n = 1000
     raw = np.full(n, -42, np.int64).tobytes()
+    frame = lz4_frame.constant_int64_frame if codec == 0 else constant_int64_frame
+    other = constant_int64_frame if codec == 0 else lz4_frame.constant_int64_frame
     cases = {
-        "frame": ((8 * n).to_bytes(8, "little") + constant_int64_frame(-42, n), -42),
-        "frame of another count": ((8 * n).to_bytes(8, "little") + constant_int64_frame(-42, n - 1), None),
+        "frame": ((8 * n).to_bytes(8, "little") + frame(-42, n), -42),
+        "frame of another count": ((8 * n).to_bytes(8, "little") + frame(-42, n - 1), None),
+        "the other codec's frame": ((8 * n).to_bytes(8, "little") + other(-42, n), None),
         "stored raw": ((-1).to_bytes(8, "little", signed=True) + raw, -42),
         "raw, one value differs": ((-1).to_bytes(8, "little", signed=True) + raw[:-8] + (7).to_bytes(8, "little"),
                                    None),
         "short": (b"\x01" * 5, None),
     }
-    if not compressed:
+    if codec is None:
         cases = {"raw": (raw, -42), "raw, one value differs": (raw[:-8] + (7).to_bytes(8, "little"), None),
                  "raw, short": (raw[:-8], None)}
     for name, (body, want) in cases.items():
         seg = pa.py_buffer(b"\0" * 16 + body)
-        assert _buffer_constant(seg, 16, len(body), n, compressed) == want, name
+        assert _buffer_constant(seg, 16, len(body), n, codec) == want, name
 
 
 @given(st.integers(-(1 << 63), (1 << 63) - 1), st.integers(1, 300_000))

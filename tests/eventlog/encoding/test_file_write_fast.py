@@ -147,7 +147,7 @@ def test_assembled_messages_with_view_columns_and_many_rows(rows):
 def test_uncompressed_segments_assemble_raw_columns():
     schema = pa.schema([("x", pa.int64()), ("s", pa.string())])
     header = _header(schema)
-    codec = ArrowFileCodec(header, compression=None)
+    codec = ArrowFileCodec(header, compression="none")
     event = Messages(7, pa.record_batch([pa.array([1, 2, 3]), pa.array(["a", None, "c"])], schema=schema))
     fast_enc, slow_enc = codec.new_segment(), codec.new_segment()
     slow_enc._assembled = False

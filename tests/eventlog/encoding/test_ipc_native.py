@@ -84,7 +84,7 @@ def damaged(rnd: random.Random, data: bytes) -> bytes:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), compression=st.sampled_from([None, "zstd"]), seed=st.integers(0, 2**32))
+@given(data=st.data(), compression=st.sampled_from([None, "zstd", "lz4"]), seed=st.integers(0, 2**32))
 def test_agrees_with_the_python_walk_on_real_and_damaged_messages(data, compression, seed) -> None:
     schema = data.draw(schemas())
     batch = data.draw(batches(schema, min_rows=0, max_rows=20))
@@ -146,12 +146,12 @@ def tail_agrees(data: bytes, start: int, nodes: int, bufs: int) -> None:
     if len(all_nodes) < nodes or len(all_bufs) < bufs:
         assert got is None
         return
-    assert got == (parts.compressed, tuple(all_nodes[len(all_nodes) - nodes:]),
+    assert got == (parts.codec if parts.compressed else None, tuple(all_nodes[len(all_nodes) - nodes:]),
                    tuple(all_bufs[len(all_bufs) - bufs:])), (got, data[:64].hex())
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), compression=st.sampled_from([None, "zstd"]), seed=st.integers(0, 2**32))
+@given(data=st.data(), compression=st.sampled_from([None, "zstd", "lz4"]), seed=st.integers(0, 2**32))
 def test_the_tail_of_a_message_agrees_with_the_python_parse_and_stays_inside(data, compression, seed) -> None:
     """``tail`` (the last nodes and buffers of a message: a 2.x segment's ``_time`` and ``_seq``) on real messages
     of random schemas, damaged as the fuzzers know, and placed after other bytes."""
@@ -180,7 +180,7 @@ def test_the_tail_of_random_bytes_is_none_without_a_crash() -> None:
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), compression=st.sampled_from([None, "zstd"]), seed=st.integers(0, 2**32),
+@given(data=st.data(), compression=st.sampled_from([None, "zstd", "lz4"]), seed=st.integers(0, 2**32),
        meta=st.dictionaries(st.text(max_size=12), st.text(max_size=30), max_size=5))
 def test_empty_reads_the_counts_and_metadata_pyarrow_reads_and_survives_damage(data, compression, seed, meta) -> None:
     """``empty`` (the row count, node and buffer counts and custom metadata of a message: how a Progress event

@@ -150,23 +150,38 @@ final class EventEncoder {
         }
     }
 
-    /** {@code records} with the constant int64 columns appended (a second batch over the same buffers). */
+    /**
+     * {@code records} with the constant int64 columns appended (a second batch over the same buffers): zstd frames
+     * built directly in a compressed event, the values themselves in an uncompressed one (as the Python writer).
+     */
     private static ArrowRecordBatch withConstants(ArrowRecordBatch records, BufferAllocator alloc, long[] constants) {
         int n = records.getLength();
-        if (n < 1 || records.getBodyCompression().getCodec() != CompressionUtil.CodecType.ZSTD.getType()) {
-            throw new IllegalStateException("constant columns are written into compressed events of rows only");
+        byte codec = records.getBodyCompression().getCodec();
+        boolean raw = codec == NoCompressionCodec.COMPRESSION_TYPE;
+        if (n < 1 || !raw && codec != CompressionUtil.CodecType.ZSTD.getType()) {
+            throw new IllegalStateException("constant columns are written into zstd or uncompressed events of rows");
         }
         List<ArrowFieldNode> nodes = new ArrayList<>(records.getNodes());
         List<ArrowBuf> buffers = new ArrayList<>(records.getBuffers());
         List<ArrowBuf> own = new ArrayList<>();
         try {
             for (long value : constants) {
-                byte[] frame = ConstantFrame.int64(value, n);
-                ArrowBuf data = alloc.buffer(8 + frame.length);
-                own.add(data);
-                data.setLong(0, 8L * n);  // the uncompressed length before the frame (BodyCompression)
-                data.setBytes(8, frame);
-                data.writerIndex(8 + frame.length);
+                ArrowBuf data;
+                if (raw) {
+                    data = alloc.buffer(8L * n);
+                    own.add(data);
+                    for (int i = 0; i < n; i++) {
+                        data.setLong(8L * i, value);
+                    }
+                    data.writerIndex(8L * n);
+                } else {
+                    byte[] frame = ConstantFrame.int64(value, n);
+                    data = alloc.buffer(8 + frame.length);
+                    own.add(data);
+                    data.setLong(0, 8L * n);  // the uncompressed length before the frame (BodyCompression)
+                    data.setBytes(8, frame);
+                    data.writerIndex(8 + frame.length);
+                }
                 nodes.add(new ArrowFieldNode(n, 0));
                 buffers.add(alloc.getEmpty());  // no validity buffer: no nulls
                 buffers.add(data);

@@ -17,7 +17,7 @@ import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.types.pojo.Field;
 
 /**
- * Decompressing a record batch's buffers as Arrow C++ (pyarrow) does (its {@code ipc/reader.cc}), where Arrow
+ * Decompressing a record batch's buffers (zstd frames, or LZ4 frames: FORMAT.md §13) as Arrow C++ (pyarrow) does (its {@code ipc/reader.cc}), where Arrow
  * Java differs: a buffer is decompressed to exactly the length it declares, 0 included (Arrow Java returns an
  * empty buffer for a declared length of 0 without looking at the frame); the validity bitmap of a field node
  * without nulls is never read (Arrow Java decompresses it, then ignores it); and a field node that declares
@@ -29,11 +29,14 @@ final class ExactZstd extends AbstractCompressionCodec implements CompressionCod
     private final Map<ArrowBuf, Boolean> skip = new IdentityHashMap<>();
     /** Validity bitmaps of nodes all null, with the node's length. */
     private final Map<ArrowBuf, Long> allNull = new IdentityHashMap<>();
+    /** Whether the batch being loaded holds LZ4 frames (else zstd frames). */
+    private boolean lz4;
 
     /** Note the bitmaps of {@code batch} (whose fields are {@code fields}) to skip or to check. */
     void prepare(ArrowRecordBatch batch, List<Field> fields) {
         skip.clear();
         allNull.clear();
+        lz4 = batch.getBodyCompression().getCodec() == CompressionUtil.CodecType.LZ4_FRAME.getType();
         int[] at = {0, 0};
         for (Field f : fields) {
             note(f, batch.getNodes(), batch.getBuffers(), at);
@@ -81,8 +84,8 @@ final class ExactZstd extends AbstractCompressionCodec implements CompressionCod
 
     @Override
     public CompressionCodec createCodec(CompressionUtil.CodecType codecType) {
-        if (codecType != CompressionUtil.CodecType.ZSTD) {
-            throw new IllegalArgumentException("IPC body compression " + codecType + " is not zstd");
+        if (codecType != CompressionUtil.CodecType.ZSTD && codecType != CompressionUtil.CodecType.LZ4_FRAME) {
+            throw new IllegalArgumentException("IPC body compression " + codecType + " is neither zstd nor lz4");
         }
         return this;
     }
@@ -101,7 +104,9 @@ final class ExactZstd extends AbstractCompressionCodec implements CompressionCod
         if (compressed.writerIndex() >= CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH
             && readUncompressedLength(compressed) == 0) {  // C++ still decompresses: the frame must hold nothing
             long n = compressed.writerIndex() - CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH;
-            if (n > 0) {
+            if (n > 0 && lz4) {
+                Lz4Frames.decompress(compressed, CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH, n, null, 0);
+            } else if (n > 0) {
                 try (ArrowBuf dst = allocator.buffer(8)) {
                     long got = Zstd.decompressUnsafe(dst.memoryAddress(), 0,
                         compressed.memoryAddress() + CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH, n);
@@ -128,6 +133,18 @@ final class ExactZstd extends AbstractCompressionCodec implements CompressionCod
     @Override
     protected ArrowBuf doDecompress(BufferAllocator allocator, ArrowBuf compressed) {
         long declared = readUncompressedLength(compressed);
+        if (lz4) {  // declared was bounded with the message's other sizes before anything was read
+            ArrowBuf out = allocator.buffer(declared);
+            try {
+                Lz4Frames.decompress(compressed, CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH,
+                    compressed.writerIndex() - CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH, out, declared);
+            } catch (RuntimeException e) {
+                out.close();
+                throw e;
+            }
+            out.writerIndex(declared);
+            return out;
+        }
         ArrowBuf out = allocator.buffer(declared);
         long got = Zstd.decompressUnsafe(out.memoryAddress(), declared,
             compressed.memoryAddress() + CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH,

@@ -34,6 +34,7 @@ final class IpcChecks {
     static final int SCHEMA = 1;
     static final int RECORD_BATCH = 3;
     private static final int ZSTD = 1;
+    private static final int LZ4_FRAME = 0;
 
     private IpcChecks() {
     }
@@ -240,8 +241,8 @@ final class IpcChecks {
             at = fb.field(compression, 0);
             codec = at != 0 ? fb.i8(at) : 0L;
         }
-        if (codec != null && codec != ZSTD) {
-            throw malformed("IPC body compression " + codec + " is not zstd");
+        if (codec != null && codec != ZSTD && codec != LZ4_FRAME) {
+            throw malformed("IPC body compression " + codec + " is neither LZ4_FRAME (0) nor ZSTD (1)");
         }
         long[] bufs = fb.vector(batch, 2, 16);
         long decoded = 0;

@@ -414,7 +414,7 @@ final class PartCapture {
         }
         VectorSchemaRoot event = new VectorSchemaRoot(
             segmentFields.subList(0, segmentFields.size() - constants.length), vectors, n);
-        encoder.encode(event, true, alloc, constants, new String[] {
+        encoder.encode(event, spec.compress, alloc, constants, new String[] {
             "eventlog.seq", Long.toString(seq), "eventlog.kind", "messages", "eventlog.time", b.json,
             "eventlog.ts", Long.toString(System.currentTimeMillis())});
         files.append(encoder.out.buf, encoder.out.len, PartFiles.KIND_MESSAGES);

@@ -40,14 +40,30 @@ public final class TapSpec implements Serializable {
     final long eventBytes;
     /** Whether segments and indexes are fsync'ed before they are sealed and published. */
     final boolean fsync;
+    /** Whether Messages events' buffers are zstd-compressed (the stream's compression {@code zstd}) or stored as
+     * they are ({@code none}); FORMAT.md §13. */
+    final boolean compress;
 
-    /**
-     * {@code store}: null for a local file log; for a log on an S3-protocol store, its settings as
-     * {@link ObjectStore#of} takes them, with {@code root} the log's key prefix in the bucket.
-     */
+    /** As the constructor below, for a stream compressed with zstd (the default). */
     public TapSpec(String root, String stream, String job, int peers, byte[] schemaMessage, byte[] stagedHeader,
                    int timeColumn, int arity, String literal, long segmentBytes, int eventRows, long eventBytes,
                    boolean fsync, String[] store) {
+        this(root, stream, job, peers, schemaMessage, stagedHeader, timeColumn, arity, literal, segmentBytes,
+             eventRows, eventBytes, fsync, store, "zstd");
+    }
+
+    /**
+     * {@code store}: null for a local file log; for a log on an S3-protocol store, its settings as
+     * {@link ObjectStore#of} takes them, with {@code root} the log's key prefix in the bucket. {@code compression}:
+     * the stream's Arrow compression, {@code zstd} or {@code none}.
+     */
+    public TapSpec(String root, String stream, String job, int peers, byte[] schemaMessage, byte[] stagedHeader,
+                   int timeColumn, int arity, String literal, long segmentBytes, int eventRows, long eventBytes,
+                   boolean fsync, String[] store, String compression) {
+        if (!"zstd".equals(compression) && !"none".equals(compression)) {
+            throw new IllegalArgumentException("the JVM tap compresses with zstd or none, not " + compression);
+        }
+        this.compress = "zstd".equals(compression);
         this.root = root;
         this.store = ObjectStore.of(store);
         this.stream = stream;
