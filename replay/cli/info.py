@@ -51,6 +51,7 @@ def info(uri: str, stream: str, as_json: bool) -> None:
         "peers": header.peers,
         "time": header.time_type.name,
         "encoding": header.encoding,
+        "compression": header.arrow_compression if header.encoding == "arrow" else header.compression,
         "created": header.created,
         "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in header.schema],
         "metadata": {k.decode(errors="replace"): v.decode(errors="replace")
@@ -93,7 +94,9 @@ def _print_tables(doc: dict[str, Any], metadata: dict, part_frontiers: list[str]
     head.add_column()
     for key, value in (
         ("stream", doc["stream"]), ("format", f"eventlog {doc['version']}"), ("peers", str(doc["peers"])),
-        ("time", doc["time"]), ("encoding", doc["encoding"]), ("created", doc["created"]), ("frontier", frontier),
+        ("time", doc["time"]),
+        ("encoding", f"{doc['encoding']}, {doc['compression'] or 'the log’s default codec'} compression"),
+        ("created", doc["created"]), ("frontier", frontier),
     ):
         head.add_row(key, Text(value))
     if doc["schema_versions"]:  # the schema changed (FORMAT.md §12): the table below is the current one

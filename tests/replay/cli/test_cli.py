@@ -113,6 +113,17 @@ def test_info_shows_header_schema_and_parts(cli_uri):
         assert p["frontier"] == [] and p["finished"]
     table = replay_cli("info", cli_uri, "numbers").stdout
     assert "word" in table and "string" in table and "first seq" in table
+    assert doc["compression"] == "zstd" and "arrow, zstd compression" in table
+
+
+@pytest.mark.parametrize("encoding,compression", [("arrow", "lz4"), ("arrow", "none"), ("avro", "zstandard")])
+def test_info_shows_the_streams_compression(tmp_path, encoding, compression, monkeypatch):
+    monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "2.0")   # a compression choice is format 2's (this module writes 1.2)
+    uri = str(tmp_path / "log")
+    with Capture(open_log(uri), "s", 0, 1, schema=SCHEMA, encoding=encoding, compression=compression) as cap:
+        cap.send(0, [{"n": 1, "word": "a"}])
+    assert json.loads(replay_cli("info", uri, "s", "--json").stdout)["compression"] == compression
+    assert f"{encoding}, {compression} compression" in replay_cli("info", uri, "s").stdout
 
 
 # -- cat / tail -------------------------------------------------------------------------------------------------
