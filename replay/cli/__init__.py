@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("replay.cli.stats:stats", "Records and bytes per time and part; part lag."),
     "frontier": ("replay.cli.frontier:frontier", "How the frontiers advanced (table or plot)."),
     "diff": ("replay.cli.diff:diff", "Compare two captures time by time."),
+    "plan": ("replay.cli.plan:plan", "A captured query's plan with each operator's stream."),
     "sql": ("replay.cli.sql:sql", "Query streams with SQL (DuckDB)."),
     "verify": ("replay.cli.verify:verify", "Check checksums, continuity, progress rules, torn tails."),
     "copy": ("replay.cli.convert:copy", "Copy a stream with other parts, key or encoding."),
