@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard eventlog/*.c) $(wildcar
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[all,test,lint]"
+	@# the JVM tap for the installed pyspark's Spark, from its jars (pip builds the package before pyspark is there)
+	$(PY) -m connectors.spark.jvm >/dev/null || echo "the JVM tap is not prebuilt for this pyspark: it compiles on first use"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -62,20 +62,26 @@ def tap(
     encoding: str = "arrow",
     replace: bool = False,
     engine: str | None = None,
+    compression: str | None = None,
 ) -> "DataFrame":
     """``df`` with a capture tap: same rows, same schema; each partition becomes one part of ``stream`` in
     the log at ``log_uri`` when a job runs. ``time``: an int, a product time or a column name (default 0);
     ``time_type``: ``"product:K"`` for an ``array<bigint>`` time column. The stream must be new unless
     ``replace=True`` (file logs: the old stream is deleted). See the module doc for retries and AQE.
 
-    ``engine`` (default ``$EVENTLOG_TAP_ENGINE``, else ``"python"``): ``"python"`` captures in Python workers
-    (``mapInArrow``); ``"jvm"`` inside Spark's JVM (``connectors.spark.jvm``: local file logs, Arrow; raises
-    ``JvmTapUnavailable`` saying why where it cannot run); ``"auto"`` tries the JVM tap and falls back to the
-    Python one, saying why once per process."""
+    ``engine`` (default ``$EVENTLOG_TAP_ENGINE``, else ``"auto"``): ``"auto"`` captures inside Spark's JVM where
+    the JVM tap can (``connectors.spark.jvm``: a classic session of a supported Spark, file logs local or on S3,
+    Arrow, columns Spark's ``ArrowWriter`` writes; no JDK needed, the package carries it prebuilt) and in Python
+    workers otherwise, saying why once per process; ``"jvm"`` insists (``JvmTapUnavailable`` saying why where it
+    cannot run); ``"python"`` always captures in Python workers (``mapInArrow``). Both write the same bytes.
+
+    ``compression`` (recorded in the stream's header; FORMAT.md §13): ``"zstd"`` (default), ``"lz4"`` or
+    ``"none"`` for Arrow, ``"deflate"`` (default), ``"zstandard"`` or ``"null"`` for Avro."""
     def in_jvm() -> "DataFrame":
         from connectors.spark.jvm import jvm_tap
 
-        return jvm_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace)
+        return jvm_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace,
+                       compression=compression)
 
     tapped = _in_jvm(_engine(engine), in_jvm)
     if tapped is not None:
@@ -101,17 +107,19 @@ def tap(
                                     "replace=True", stream=stream)
         remove_stream(target)
     base, peers = _pinned(df)
-    log.create_stream(StreamHeader(stream, max(peers, 1), schema, spec.time_type, encoding))
+    log.create_stream(StreamHeader(stream, max(peers, 1), schema, spec.time_type, encoding, compression=compression))
     if peers == 0:  # no partition, no task: the stream is one empty, finished part
         from eventlog.parts import Capture
 
         Capture(log, stream, 0, 1).close()
         return base
-    return base.mapInArrow(_TapPartition(target, uuid.uuid4().hex, peers, schema, spec, encoding), df.schema)
+    return base.mapInArrow(_TapPartition(target, uuid.uuid4().hex, peers, schema, spec, encoding, compression),
+                           df.schema)
 
 
 ENGINE_ENV = "EVENTLOG_TAP_ENGINE"
-"""Environment variable choosing ``tap()``'s engine when the call does not: ``python``, ``jvm`` or ``auto``."""
+"""Environment variable choosing ``tap()``'s engine when the call does not: ``auto`` (the default), ``jvm`` or
+``python``."""
 _said: set[str] = set()
 
 
@@ -143,9 +151,10 @@ class _TapPartition:
     """The function ``mapInArrow`` runs on each partition: pass batches through, capture, publish once."""
 
     def __init__(self, target: StreamURI, job: str, peers: int, schema: pa.Schema, time: TimeSpec,
-                 encoding: str) -> None:
+                 encoding: str, compression: str | None = None) -> None:
         self.target, self.job, self.peers, self.schema, self.time, self.encoding = (
             target, job, peers, schema, time, encoding)
+        self.compression = compression
 
     def _published(self, part: int) -> bool:
         return open_log(self.target.log_uri).part_stats(self.target.stream, part).next_seq > 1
@@ -167,7 +176,8 @@ class _TapPartition:
             return
         stager: PartStager | None = None
         try:
-            stager = PartStager(self.target, self.job, part, attempt, self.schema, self.time, self.encoding)
+            stager = PartStager(self.target, self.job, part, attempt, self.schema, self.time, self.encoding,
+                                self.compression)
         except Exception as e:
             self._lost(None, part, e)  # published meanwhile: its sweep may have removed this staging under it
         try:
@@ -217,14 +227,15 @@ def tap_batches(
     encoding: str = "arrow",
     engine: str | None = None,
     retention: "str | float | None" = None,
+    compression: str | None = None,
 ) -> "Callable[[DataFrame, int], None]":
     """A ``foreachBatch`` function that appends each micro-batch to ``stream`` (time = batch id, or the
     integer column ``time``), exactly once per batch id, then calls ``then(batch_df, batch_id)``.
-    ``batch_df`` is computed twice unless ``then`` is None or you persist it. ``engine`` as for ``tap``:
-    ``"jvm"`` stages each partition inside Spark's JVM (``connectors.spark.jvm.append_batch``), ``"auto"``
-    falls back to the Python writer where it cannot, saying why once. ``retention`` (an age: ``"7d"``) drops
+    ``batch_df`` is computed twice unless ``then`` is None or you persist it. ``engine`` as for ``tap`` (default
+    ``"auto"``): the JVM way stages each partition inside Spark's JVM (``connectors.spark.jvm.append_batch``);
+    ``"auto"`` falls back to the Python writer where it cannot, saying why once. ``retention`` (an age: ``"7d"``) drops
     the stream's times complete longer ago than that, now and then, on the driver in the background
-    (``eventlog.parts.retention_policy``)."""
+    (``eventlog.parts.retention_policy``). ``compression``: a new stream's codec, as for ``tap``."""
     from connectors.spark.uri import parse_stream_uri
     from eventlog.parts.retention_policy import RetentionPolicy
 
@@ -239,7 +250,8 @@ def tap_batches(
         def in_jvm() -> int:
             from connectors.spark.jvm import append_batch
 
-            return append_batch(batch_df, log_uri, stream, batch_id, time=time, peers=peers, encoding=encoding)
+            return append_batch(batch_df, log_uri, stream, batch_id, time=time, peers=peers, encoding=encoding,
+                                compression=compression)
 
         if _in_jvm(engine, in_jvm) is None:
             writer = batch_df.write.format("eventlog").option("batchId", batch_id).option("encoding", encoding)
@@ -247,6 +259,8 @@ def tap_batches(
                 writer = writer.option("time", time)
             if peers is not None:
                 writer = writer.option("peers", peers)
+            if compression is not None:
+                writer = writer.option("compression", compression)
             writer.mode("append").save(target.uri)
         if policy is not None:
             policy.tick()
@@ -257,7 +271,9 @@ def tap_batches(
 
 
 def _engine(engine: str | None) -> str:
-    engine = engine or os.environ.get(ENGINE_ENV) or "python"
+    """The engine a tap runs with: ``engine``, else ``$EVENTLOG_TAP_ENGINE``, else ``"auto"`` (the fastest that
+    works here: the JVM tap where it can run, the Python one otherwise)."""
+    engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ("python", "jvm", "auto"):
         raise ValueError(f"engine must be 'python', 'jvm' or 'auto', not {engine!r}")
     return engine

@@ -84,7 +84,7 @@ def tap_while_killing(cluster, session, marks: str, tapper) -> dict:
 
 def test_tap_and_batch_read_on_the_cluster(cluster_spark, tmp_path):
     log_dir = str(tmp_path / "log")
-    tapped = tap(words(cluster_spark, 2000, 6), log_dir, "words", time="t")
+    tapped = tap(words(cluster_spark, 2000, 6), log_dir, "words", time="t", engine="python")
     assert by_time(tapped.collect(), "t", COLS) == expected_words(2000)
     assert open_log(log_dir).header("words").peers == 6
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log_dir}/words")
@@ -104,7 +104,7 @@ def test_tap_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, t
     is SIGKILLed. Spark runs its tasks again; the log holds each row once, as a failure-free run would."""
     log_dir = str(tmp_path / "log")
     collected = tap_while_killing(spark_cluster, cluster_spark, str(tmp_path / "marks"),
-                                  lambda df: tap(df, log_dir, "words", time="t"))
+                                  lambda df: tap(df, log_dir, "words", time="t", engine="python"))
     assert collected == expected_words(4000)
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log_dir}/words")
     assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
@@ -264,7 +264,7 @@ def no_staging_left(log_uri: str) -> list[str]:
 
 def test_tap_batch_read_and_write_on_s3_on_the_cluster(cluster_spark, s3_bucket, s3_server):
     log = f"{s3_bucket}/log?endpoint_override=127.0.0.1:{s3_server.port}&scheme=http"   # the endpoint in the URI
-    tapped = tap(words(cluster_spark, 2000, 6), log, "words", time="t")
+    tapped = tap(words(cluster_spark, 2000, 6), log, "words", time="t", engine="python")
     assert by_time(tapped.collect(), "t", COLS) == expected_words(2000)
     assert open_log(log).header("words").peers == 6
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(
@@ -286,7 +286,7 @@ def test_tap_batch_read_and_write_on_s3_on_the_cluster(cluster_spark, s3_bucket,
 def test_tap_on_s3_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, s3_bucket):
     """As ``test_tap_survives_sigkill_of_an_executor_jvm``, with the log (and the marks) on S3: each row once."""
     log, marks = f"{s3_bucket}/log", f"{s3_bucket}/marks"
-    collected = tap_while_killing(spark_cluster, cluster_spark, marks, lambda df: tap(df, log, "words", time="t"))
+    collected = tap_while_killing(spark_cluster, cluster_spark, marks, lambda df: tap(df, log, "words", time="t", engine="python"))
     assert collected == expected_words(4000)
     replayed = cluster_spark.read.format("eventlog").option("workers", 3).load(f"{log}/words")
     assert by_time(replayed.collect(), "_time", COLS) == expected_words(4000)
@@ -362,3 +362,43 @@ def test_jvm_tap_and_micro_batches_on_s3_survive_sigkill_of_an_executor_jvm(clus
     assert got == sorted([(i % 4, i, f"w{i % 7}") for i in range(3000)]
                          + [(i % 4 + 4, i + 10000, f"w{i % 7}") for i in range(4000)])
     assert no_staging_left(log) == []
+
+
+def test_capture_by_configuration_survives_sigkill_of_an_executor_jvm(cluster_spark, spark_cluster, tmp_path):
+    """Every operator of an adaptive query (a slow Python stage, a broadcast join, an aggregation, a sort)
+    captured by configuration (``eventlog.spark.CaptureExtension``) into a shared-disk log, once without a
+    failure and once while the executor JVM on worker 1 is SIGKILLed mid-query: Spark runs the lost tasks (and
+    the lost shuffle outputs' stages) again, and ``replay plan --diff``'s rule finds no operator whose output
+    differs between the two runs — no captured row is lost or doubled."""
+    from pyspark.sql import functions as F
+
+    from connectors.spark.plan_capture import capture_session, read_plan
+    from replay.cli.plan import first_divergence
+
+    def query(session, marks: str, delay: float):
+        df = words(session, 4000, 8)
+        df = df.mapInArrow(slow_marked(marks, delay), df.schema)
+        names = session.range(0, 7).selectExpr("concat('w', cast(id as string)) as word", "id as w")
+        return df.join(names, "word").groupBy("t").agg(F.expr("sum(id)"), F.expr("count(w)")).orderBy("t")
+
+    expected = [(t, sum(i for i in range(4000) if i % 4 == t), 1000) for t in range(4)]
+    clean, broken = str(tmp_path / "clean"), str(tmp_path / "killed")
+    runs = {}
+    for log, kill in ((clean, False), (broken, True)):
+        marks = str(tmp_path / f"marks-{kill}")
+        os.mkdir(marks)
+        cap = capture_session(cluster_spark, log, operators="all", query="words")
+        killed: list[str] = []
+        t = kill_when_running(spark_cluster, cap, marks, 4, killed) if kill else None
+        runs[log] = [tuple(r) for r in query(cap, marks, 2.0 if kill else 0.2).collect()]
+        if t is not None:
+            t.join(10)
+            assert killed and "killed executor JVM" in killed[0]
+            assert any(not m.endswith("-a0") for m in os.listdir(marks)), sorted(os.listdir(marks))  # ran again
+        assert runs[log] == expected
+    plan = read_plan(broken, "words")
+    mapped = [op for op in plan.operators if op.name == "MapInArrow"]
+    assert mapped and mapped[0].summary is not None and mapped[0].summary.rows == 4000
+    assert all(op.summary is not None and not op.summary.frontier for op in plan.operators if op.stream)
+    assert first_divergence(clean, broken, "words") == (None, None)
+    assert not os.path.exists(os.path.join(broken, ".staging"))

@@ -44,13 +44,17 @@ def spark():
 
 @pytest.fixture(scope="session")
 def jvm(spark):
-    """The session with the JVM tap and reader built and loaded (skips only when there is no JDK)."""
+    """The session with the JVM tap and reader loaded: the package's prebuilt jar, else one compiled now (skips
+    only when there is neither: no prebuilt jar for this Spark and no JDK)."""
     from connectors.spark import jvm as jvm_mod
 
     try:
-        jvm_mod.find_javac()
+        jvm_mod.prebuilt_jar(spark.version)
     except jvm_mod.JvmTapUnavailable as e:
-        pytest.skip(f"no JDK on this machine, the JVM tap and reader cannot be built: {e.reason}")
+        try:
+            jvm_mod.find_javac()
+        except jvm_mod.JvmTapUnavailable as no_jdk:
+            pytest.skip(f"{e.reason}, and no JDK to build one: {no_jdk.reason}")
     return jvm_mod.prepare(spark)
 
 

@@ -89,7 +89,7 @@ def test_jvm_tap_captures_what_the_python_tap_captures(spark, jvm, log_dir, time
     tapped = jvm_tap(df, log_dir, "jvm", time=time)
     assert tapped.schema == df.schema
     assert sorted(tapped.collect()) == expected
-    tap(df, log_dir, "py", time=time).count()
+    tap(df, log_dir, "py", time=time, engine="python").count()
     verify(log_dir)
     got = captured(log_dir, "jvm")
     assert got == captured(log_dir, "py")
@@ -112,7 +112,7 @@ def test_product_times(spark, jvm, log_dir, literal):
     else:
         kw = {"time": "epoch", "time_type": "product:2"}
     jvm_tap(df, log_dir, "jvm", **kw).count()
-    tap(df, log_dir, "py", **kw).count()
+    tap(df, log_dir, "py", engine="python", **kw).count()
     verify(log_dir)
     got = captured(log_dir, "jvm")
     assert got == captured(log_dir, "py")
@@ -139,7 +139,7 @@ def test_every_column_type(spark, jvm, log_dir):
     }
     df = spark.range(0, 200, 1, 2).selectExpr("id", *[f"{e} as {n}" for n, e in exprs.items()])
     jvm_tap(df, log_dir, "jvm").count()
-    tap(df, log_dir, "py").count()
+    tap(df, log_dir, "py", engine="python").count()
     verify(log_dir)
     got = captured(log_dir, "jvm")
     assert got == captured(log_dir, "py")
@@ -168,7 +168,7 @@ def test_flat_columns_with_nulls_over_many_rows(spark, jvm, log_dir):
     bytes) and buffers reused event after event give the Python tap's records."""
     df = spark.range(0, 20000, 1, 1).selectExpr("id", "id % 3 as t", *[f"{e} as {n}" for n, e in FLAT.items()])
     jvm_tap(df, log_dir, "jvm", time="t").count()
-    tap(df, log_dir, "py", time="t").count()
+    tap(df, log_dir, "py", time="t", engine="python").count()
     verify(log_dir)
     got = captured(log_dir, "jvm")
     assert got == captured(log_dir, "py")
@@ -228,7 +228,7 @@ def test_rows_that_are_not_unsafe_rows(spark, jvm, log_dir):
     out = j.eventlog.spark.PartTap(spec, qe.analyzed().schema()).apply(0, scala_rows)
     assert out.next().getClass().getSimpleName() == "UnsafeRow"  # handed on as UnsafeRows (TapScanExec)
     assert out.size() == 1499
-    tap(df, log_dir, "py", time="t").count()
+    tap(df, log_dir, "py", time="t", engine="python").count()
     verify(log_dir)
     assert captured(log_dir, "jvm") == captured(log_dir, "py")
 
@@ -267,7 +267,7 @@ def test_many_events_and_segments(spark, jvm, log_dir, monkeypatch):
     monkeypatch.setattr(jvm_mod, "SEGMENT_BYTES", 4096)
     df = words(spark, 2000, 2)
     jvm_tap(df, log_dir, "jvm", time="t").count()
-    tap(df, log_dir, "py", time="t").count()
+    tap(df, log_dir, "py", time="t", engine="python").count()
     verify(log_dir)
     assert captured(log_dir, "jvm") == captured(log_dir, "py")
     log = open_log(log_dir)
@@ -291,7 +291,7 @@ def test_many_distinct_times(spark, jvm, log_dir):
     """More distinct times than the tap buffers at once: each is flushed, records stay with their time."""
     df = spark.range(0, 3000, 1, 2).selectExpr("id", "id % 500 as t", "cast(id as string) as s")
     jvm_tap(df, log_dir, "jvm", time="t").count()
-    tap(df, log_dir, "py", time="t").count()
+    tap(df, log_dir, "py", time="t", engine="python").count()
     verify(log_dir)
     assert captured(log_dir, "jvm") == captured(log_dir, "py")
 
@@ -588,7 +588,7 @@ def test_unknown_spark_version_falls_back_cleanly(spark, jvm, log_dir, monkeypat
     try:
         tapped = jvm_tap(df, log_dir, "words", time="t")
     except JvmTapUnavailable:
-        tapped = tap(df, log_dir, "words", time="t")
+        tapped = tap(df, log_dir, "words", time="t", engine="python")
     assert tapped.count() == 100
     verify(log_dir)
 
@@ -601,6 +601,7 @@ def test_missing_jdk_falls_back_cleanly(spark, jvm, log_dir, tmp_path, monkeypat
     with pytest.raises(JvmTapUnavailable):
         jvm_mod.find_javac()
     monkeypatch.setenv("EVENTLOG_JVM_CACHE", str(tmp_path / "cache"))  # nothing built there: it must compile
+    monkeypatch.setattr(jvm_mod, "LIB", str(tmp_path / "lib"))           # and no prebuilt jar to take instead
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(JvmTapUnavailable, match="Java compiler"):
         jvm_tap(words(spark, 10, 1), log_dir, "words")
@@ -674,3 +675,77 @@ def test_constant_frames_are_the_python_writers(spark, jvm, count, value):
     frame = bytes(spark.sparkContext._jvm.eventlog.spark.ConstantFrame.int64(value, count))
     assert frame == constant_int64_frame(value, count)
     assert zstandard.ZstdDecompressor().decompress(frame) == value.to_bytes(8, "little", signed=True) * count
+
+
+# -- compression (FORMAT.md §13) -----------------------------------------------------------------------------
+
+
+def _events(log_dir: str, stream: str) -> dict:
+    """``{(part, kind, time): (codec or None, the buffers of _time and _seq)}`` of every event, read from the sealed
+    segments by their footers (any Arrow reader's way)."""
+    import struct
+
+    from eventlog.encoding import ipc_build
+
+    log = open_log(log_dir)
+    out = {}
+    for p in range(log.header(stream).peers):
+        part = os.path.join(log_dir, stream, f"part={p}")
+        for name in sorted(n for n in os.listdir(part) if n.endswith(".arrow")):
+            with open(os.path.join(part, name), "rb") as f:
+                data = f.read()
+            n = trailer_length(data[-10:], len(data))
+            schema_message = data[8:16 + int.from_bytes(data[12:16], "little")]
+            for b in footer_blocks(data[len(data) - n:len(data) - 10]):
+                message = data[b.offset:b.offset + b.meta_length + b.body_length]
+                _, custom = ipc.open_stream(pa.py_buffer(schema_message + message)).read_next_batch_with_custom_metadata()
+                parts = ipc_build.parse(message)
+                buffers = [message[parts.body_start + o:parts.body_start + o + k]
+                           for o, k in struct.iter_unpack("<qq", parts.buffers)]
+                key = (p, custom[b"eventlog.kind"], custom.get(b"eventlog.time"))
+                assert key not in out
+                out[key] = (parts.codec if parts.compressed else None, buffers[-4:])
+    return out
+
+
+@pytest.mark.parametrize("compression", ["zstd", "none"])
+def test_the_jvm_tap_writes_each_codec_it_offers_as_the_python_tap(spark, jvm, log_dir, compression):
+    """The stream header records the choice; every Messages event is compressed with it (or not at all), and its
+    ``_time`` and ``_seq`` buffers (zstd frames built directly, or the raw values) are the Python tap's byte for
+    byte; the records are the same."""
+    df = spark.range(0, 3000, 1, 2).selectExpr("id", "concat('w', cast(id % 7 as string)) as word", "id % 3 as t",
+                                               "case when id % 5 = 0 then null else id * 0.5 end as half")
+    jvm_tap(df, log_dir, "jvm", time="t", compression=compression).count()
+    tap(df, log_dir, "py", time="t", compression=compression, engine="python").count()
+    log = open_log(log_dir)
+    assert log.header("jvm").compression == log.header("py").compression == compression
+    assert captured(log_dir, "jvm") == captured(log_dir, "py")
+    jvm_events, py_events = _events(log_dir, "jvm"), _events(log_dir, "py")
+    assert jvm_events.keys() == py_events.keys() and len(jvm_events) == 2 * 4
+    codec = {"zstd": 1, "none": None}[compression]
+    for key, (got_codec, meta_buffers) in jvm_events.items():
+        if key[1] == b"messages":
+            assert got_codec == codec == py_events[key][0], key
+            assert meta_buffers == py_events[key][1], key
+    verify(log_dir)
+
+
+def test_lz4_is_the_python_taps_and_the_jvm_tap_says_it_cannot(spark, jvm, log_dir, caplog):
+    """pyarrow's LZ4 frames (linked 64 KiB blocks) are not what the LZ4 library Spark ships writes, so the JVM tap
+    refuses lz4 before writing anything, and ``engine="auto"`` captures with the Python tap, saying why."""
+    import importlib
+    import logging
+
+    df = words(spark, 500, 2)
+    with pytest.raises(JvmTapUnavailable, match="lz4"):
+        jvm_tap(df, log_dir, "jvm", time="t", compression="lz4")
+    assert not os.path.exists(os.path.join(log_dir, "jvm"))
+    importlib.import_module("capture.tap")._said.clear()
+    with caplog.at_level(logging.WARNING, logger="eventlog.tap"):
+        out = tap(df, log_dir, "auto", time="t", compression="lz4", engine="auto")
+        assert "MapInArrow" in _plan(out)
+        out.count()
+    assert any("lz4" in r.getMessage() for r in caplog.records if r.name == "eventlog.tap")
+    assert open_log(log_dir).header("auto").compression == "lz4"
+    assert sum(sum(c.values()) for c in captured(log_dir, "auto").values()) == 500
+    verify(log_dir)

@@ -24,6 +24,14 @@ from .conftest import by_time, object_keys, workers_env
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture(autouse=True)
+def _python_engine(monkeypatch):
+    """These are the Python tap's tests (``mapInArrow``; the JVM tap's are ``test_jvm_*.py``): pin the engine,
+    which is ``auto`` (the JVM tap where it can run) by default."""
+    monkeypatch.setenv("EVENTLOG_TAP_ENGINE", "python")
+
+
 COLS = ["id", "word", "t"]
 
 

@@ -168,7 +168,7 @@ def main() -> None:
         df = frame(spark, args.rows, args.partitions)
 
         def ours(r: int) -> None:
-            tap(df, f"s3://{BUCKET}/tap-{r}", "rows", time="t").write.format("noop").mode("overwrite").save()
+            tap(df, f"s3://{BUCKET}/tap-{r}", "rows", time="t", engine="python").write.format("noop").mode("overwrite").save()
 
         def ours_jvm(r: int) -> None:
             tap(df, f"s3://{BUCKET}/jvm-{r}", "rows", time="t", engine="jvm").write.format("noop") \

@@ -11,7 +11,8 @@ job              generate -> ``groupBy(epoch, word).agg(count, sum(bytes), appro
                  -> ``collect()``: the untapped job (all in the JVM).
 job+pass         the same with an identity ``mapInArrow`` after the generator: the JVM -> Python -> JVM
                  round trip of every row that any Python-side tap pays, without capturing anything.
-job+tap          the same with ``capture.tap(rows, log, stream)`` after the generator (time 0): every
+job+tap          the same with ``capture.tap(rows, log, stream, engine="python")`` (the Python tap; the JVM
+                 tap, the default since issue 36, is measured by ``bench_jvm_tap.py``) after the generator (time 0): every
                  row is captured (4 parts, one Messages event per Arrow batch of 10k rows).
 job+tap(col)     the same with ``time="epoch"``: rows grouped per time, 8 times per batch.
 job+tap(agg)     the tap after the aggregation instead (776 rows): a tap after an interesting operator.
@@ -119,16 +120,16 @@ def main() -> None:
     def job_tap_after_agg(stream: str) -> list:
         agg = rows().groupBy("epoch", "word").agg(
             F.count("*").alias("n"), F.sum("bytes").alias("bytes"), F.approx_count_distinct("user").alias("users"))
-        return tap(agg, log_dir, stream, time="epoch").collect()
+        return tap(agg, log_dir, stream, time="epoch", engine="python").collect()
 
     cases = {
         "job": lambda: job(rows()),
         "job+pass": lambda: job(rows().mapInArrow(identity, rows().schema)),
-        "job+tap": lambda s: job(tap(rows(), log_dir, s)),
-        "job+tap(col)": lambda s: job(tap(rows(), log_dir, s, time="epoch")),
+        "job+tap": lambda s: job(tap(rows(), log_dir, s, engine="python")),
+        "job+tap(col)": lambda s: job(tap(rows(), log_dir, s, time="epoch", engine="python")),
         "job+tap(agg)": job_tap_after_agg,
         "parquet write": lambda: rows().write.mode("overwrite").parquet(parquet),
-        "tap only": lambda s: tap(rows(), log_dir, s).write.format("noop").mode("overwrite").save(),
+        "tap only": lambda s: tap(rows(), log_dir, s, engine="python").write.format("noop").mode("overwrite").save(),
     }
     samples = Samples()
     for rep in range(args.reps):
@@ -148,7 +149,7 @@ def main() -> None:
 
     # reads: the log of the last "tap only"/"job+tap" run vs the parquet files, same rows
     stream = fresh_stream()
-    tap(rows(), log_dir, stream).write.format("noop").mode("overwrite").save()
+    tap(rows(), log_dir, stream, engine="python").write.format("noop").mode("overwrite").save()
     rows().write.mode("overwrite").parquet(parquet)
     reads = {
         "read eventlog": lambda: spark.read.format("eventlog").option("workers", args.partitions)

@@ -25,20 +25,25 @@ answers that the bucket is in another region (a redirect, a malformed-authorizat
 names that region and how to set it (``AWS_REGION`` or the URI's ``?region=``).
 
 **Where it runs, and where it does not.** File logs of format 2.x, local or on S3, the Arrow encoding, classic
-(not Connect) sessions of the Spark versions in ``SUPPORTED_SPARK``, a JDK (``javac``) on the driver, and
-columns whose Arrow type (the stream header's) Spark's ``ArrowWriter`` writes. Anything else raises
-:class:`JvmTapUnavailable`, naming why, *before anything is written*, so that the caller can fall back to the
-Python tap.
+(not Connect) sessions of the Spark versions in ``SUPPORTED_SPARK`` (with this package's prebuilt jar for that
+minor, or a JDK on the driver to compile one), and columns whose Arrow type (the stream header's) Spark's
+``ArrowWriter`` writes. Anything else raises :class:`JvmTapUnavailable`, naming why, *before anything is
+written*, so that the caller can fall back to the Python tap (``engine="auto"``, the default, does).
 
-**Building and loading.** The Java sources are compiled on first use against the jars of the installed
-pyspark (``javac --release 17``; no jar is committed) into ``~/.cache/eventlog/jvm/<pyspark version>-<source
+**Building and loading.** The package carries the tap prebuilt for each Spark minor it supports
+(``lib/eventlog-spark-<minor>.jar``, built with the package by ``build.py``: against Spark's artifacts from Maven
+Central and against the installed pyspark's jars; no jar is committed), so no JDK is needed where the job runs.
+``prepare(spark)`` (run by ``jvm_tap``) takes the jar of the running Spark's minor whose manifest says it was
+built from the package's Java sources (``Eventlog-Source-Hash``). Only where there is none (another minor, or
+sources edited since the build) does it compile them on first use against the installed pyspark (``javac
+--release 17``, said once per process) into ``~/.cache/eventlog/jvm/<pyspark version>-<source
 hash>/eventlog-spark-tap.jar`` (``$EVENTLOG_JVM_CACHE`` or ``$XDG_CACHE_HOME/eventlog/jvm`` instead;
-``$EVENTLOG_JAVAC`` names the compiler). ``prepare(spark)`` (run by ``jvm_tap``) adds the jar to a running
-session: ``SparkContext.addJar`` ships it to executors (their task class loaders fetch it), and the driver's
-context class loader — the ``MutableURLClassLoader`` spark-submit gives the py4j threads — gets its URL, so
-py4j finds the classes. A session whose driver class loader cannot take URLs raises
-:class:`JvmTapUnavailable`: start it with ``spark.jars=<jar_path()>`` then. ``python -m connectors.spark.jvm``
-builds the jar ahead of use.
+``$EVENTLOG_JAVAC`` names the compiler); without a JDK there it raises :class:`JvmTapUnavailable`. It then adds the
+jar to the running session: ``SparkContext.addJar`` ships it to executors (their task class loaders fetch it), and
+the driver's context class loader — the ``MutableURLClassLoader`` spark-submit gives the py4j threads — gets its
+URL, so py4j finds the classes. A session whose driver class loader cannot take URLs raises
+:class:`JvmTapUnavailable`: start it with ``spark.jars=<the jar>`` then. ``python -m connectors.spark.jvm``
+builds the installed pyspark's jar ahead of use (``--maven``: every prebuilt jar, as the package build does).
 
 **Structured Streaming.** ``append_batch(batch_df, log_uri, stream, batch_id)`` (what
 ``tap_batches(…, engine="jvm")`` runs in ``foreachBatch``) appends a micro-batch with the semantics of the Python
@@ -56,36 +61,37 @@ strategy cannot be added, Spark's scan is used.
 **Rows into Arrow.** Flat columns (booleans, integers, floats, dates, timestamps, strings, binaries) are written
 by the tap's own ``RowWriter`` straight into the vectors' memory; decimals and nested types by Spark's
 ``ArrowWriter`` field writers. ``_time`` (int64 times) and ``_seq`` hold one value per event and are written as
-zstd frames built directly (``ConstantFrame``), byte for byte the Python writer's.
+zstd frames built directly (``ConstantFrame``), byte for byte the Python writer's (the values themselves in a stream
+compressed with ``none``; the tap writes ``zstd`` and ``none``, not ``lz4``: ``TAP_COMPRESSIONS``).
 
-Tested with pyspark 4.3.0 in local mode (``tests/spark/test_jvm_tap.py``, ``test_jvm_batches.py``) and on a
-standalone cluster (``tests/test_cluster_spark.py``).
+Tested with pyspark 4.3.0 in local mode (``tests/spark/test_jvm_tap.py``, ``test_jvm_batches.py``,
+``test_jvm_build.py``: the prebuilt jar, no JDK) and on a standalone cluster (``tests/test_cluster_spark.py``); the
+prebuilt 4.2 jar was run by hand on pyspark 4.2.0 with no JDK (the default tap and reader, the log equal to the
+Python tap's).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import logging
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import uuid
-import zipfile
 from typing import TYPE_CHECKING
 
 from eventlog.errors import EventLogError
+
+from . import build as _build
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from connectors.spark.uri import StreamURI
 
-SUPPORTED_SPARK = ("4.3",)
-"""``major.minor`` of the Spark versions the JVM tap is built and tested for (it uses Spark's internal
-``ArrowWriter``, ``QueryExecution.toRdd`` and ``classic.SparkSession.internalCreateDataFrame``). Others raise
-:class:`JvmTapUnavailable`."""
+SUPPORTED_SPARK = ("4.2", "4.3")
+"""``major.minor`` of the Spark versions the JVM tap is built for (it uses Spark's internal ``ArrowWriter``,
+``QueryExecution.toRdd`` and ``classic.SparkSession.internalCreateDataFrame``; ``build.MAVEN_SPARK`` says why not
+4.0, 4.1 or 3.5). Others raise :class:`JvmTapUnavailable`."""
 
 EVENT_ROWS = 65536
 """Records of one Messages event at most (fewer once a time's buffered Arrow data reaches ``EVENT_BYTES``)."""
@@ -96,8 +102,16 @@ SEGMENT_BYTES: "int | None" = None
 """Segment size at which a staged part's segment is sealed and the next one started (None: the file log's
 default, ``DEFAULT_SEGMENT_BYTES``, as the Python tap's staging log)."""
 
+TAP_COMPRESSIONS = (None, "zstd", "none")
+"""The compressions the JVM tap writes (None: the default, zstd). Not ``lz4``: pyarrow writes LZ4 frames of linked
+64 KiB blocks, which the LZ4 library Spark ships (lz4-java: independent blocks only) cannot reproduce, and the two
+taps write byte-identical logs."""
+
 JAR_NAME = "eventlog-spark-tap.jar"
-SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "src")
+"""The file name of a jar compiled on first use (in ``<cache>/<pyspark version>-<source hash>/``)."""
+SOURCES = _build.SOURCES
+LIB = _build.LIB
+"""The folder of the prebuilt jars (``eventlog-spark-<minor>.jar``)."""
 _lock = threading.Lock()
 
 
@@ -109,33 +123,16 @@ class JvmTapUnavailable(EventLogError):
 # -- building --------------------------------------------------------------------------------------------
 
 
-def _sources() -> list[str]:
-    out = []
-    for d, _, names in os.walk(SOURCES):
-        out.extend(os.path.join(d, n) for n in names if n.endswith(".java"))
-    return sorted(out)
-
-
-_hash: "str | None" = None
-
-
 def source_hash() -> str:
     """A hash of the Java sources (names and contents): a change makes a new build. Computed once per
     process, so that sources edited while a session runs do not make its loaded build look stale."""
     global _hash
     if _hash is None:
-        _hash = _hash_sources()
+        _hash = _build.source_hash()
     return _hash
 
 
-def _hash_sources() -> str:
-    h = hashlib.sha256()
-    for path in _sources():
-        h.update(os.path.relpath(path, SOURCES).encode() + b"\0")
-        with open(path, "rb") as f:
-            h.update(f.read())
-        h.update(b"\0")
-    return h.hexdigest()[:16]
+_hash: "str | None" = None
 
 
 def _pyspark() -> tuple[str, str]:
@@ -144,22 +141,21 @@ def _pyspark() -> tuple[str, str]:
         import pyspark
     except ImportError:
         raise JvmTapUnavailable("pyspark is not installed") from None
-    jars = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "jars")
-    if not os.path.isdir(jars):
-        raise JvmTapUnavailable(f"pyspark {pyspark.__version__} has no jars folder ({jars}) to compile against")
-    return pyspark.__version__, jars
+    found = _build.pyspark_jars()
+    if found is None:
+        raise JvmTapUnavailable(f"pyspark {pyspark.__version__} has no jars folder to compile against")
+    return found
 
 
 def check_spark_version(version: str) -> None:
     """JvmTapUnavailable unless Spark ``version`` (``"4.3.0"``) is one the JVM tap supports."""
-    major_minor = ".".join(version.split(".")[:2])
-    if major_minor not in SUPPORTED_SPARK:
+    if _build.minor_of(version) not in SUPPORTED_SPARK:
         raise JvmTapUnavailable(f"Spark {version} is not supported by the JVM tap (it uses Spark internals; "
                                 f"supported: {', '.join(SUPPORTED_SPARK)})")
 
 
 def cache_dir() -> str:
-    """Where built jars are kept (outside the repository)."""
+    """Where jars compiled on first use are kept (outside the repository)."""
     explicit = os.environ.get("EVENTLOG_JVM_CACHE")
     if explicit:
         return explicit
@@ -169,81 +165,96 @@ def cache_dir() -> str:
 
 def find_javac() -> str:
     """The Java compiler: ``$EVENTLOG_JAVAC``, ``$JAVA_HOME/bin/javac`` or ``javac`` on the PATH."""
-    explicit = os.environ.get("EVENTLOG_JAVAC")
-    if explicit:
-        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
-            raise JvmTapUnavailable(f"EVENTLOG_JAVAC={explicit} is not an executable Java compiler")
-        return explicit
-    home = os.environ.get("JAVA_HOME")
-    if home and os.access(os.path.join(home, "bin", "javac"), os.X_OK):
-        return os.path.join(home, "bin", "javac")
-    found = shutil.which("javac")
-    if found is None:
-        raise JvmTapUnavailable("no Java compiler (javac) found: install a JDK 17+ or set JAVA_HOME / EVENTLOG_JAVAC")
-    return found
+    try:
+        return _build.find_javac()
+    except _build.BuildError as e:
+        raise JvmTapUnavailable(str(e)) from None
 
 
 def jar_path(*, javac: str | None = None, cache: str | None = None) -> str:
-    """The JVM tap's jar for the installed pyspark, compiled now if not built yet (JvmTapUnavailable when it
-    cannot be: no JDK, or sources that do not compile against this Spark)."""
+    """The JVM tap's jar compiled against the installed pyspark in the cache (:func:`cache_dir`), compiled now
+    if not built yet (JvmTapUnavailable when it cannot be: no JDK, or sources that do not compile against this
+    Spark). :func:`prepare` uses it only where the package carries no up-to-date prebuilt jar for the Spark."""
     version, jars = _pyspark()
     digest = source_hash()
-    folder = os.path.join(cache or cache_dir(), f"{version}-{digest}")
-    jar = os.path.join(folder, JAR_NAME)
+    jar = os.path.join(cache or cache_dir(), f"{version}-{digest}", JAR_NAME)
     if os.path.isfile(jar):
         return jar
     with _lock:
         if os.path.isfile(jar):
             return jar
-        compiler = javac or find_javac()
-        if not (os.path.isfile(compiler) and os.access(compiler, os.X_OK)):
-            raise JvmTapUnavailable(f"{compiler} is not an executable Java compiler")
-        os.makedirs(folder, exist_ok=True)
-        work = tempfile.mkdtemp(prefix=".build-", dir=folder)
         try:
-            classes = os.path.join(work, "classes")
-            os.makedirs(classes)
-            build = os.path.join(work, "Build.java")
-            with open(build, "w") as f:
-                f.write("package eventlog.spark;\n\n/** Generated at build time. */\nfinal class Build {\n"
-                        f"    static final String HASH = \"{digest}\";\n\n    private Build() {{\n    }}\n}}\n")
-            cmd = [compiler, "--release", "17", "-nowarn", "-encoding", "UTF-8", "-cp", os.path.join(jars, "*"),
-                   "-d", classes, *_sources(), build]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            except OSError as e:
-                raise JvmTapUnavailable(f"cannot run the Java compiler {compiler}: {e}") from None
-            if done.returncode != 0:
-                raise JvmTapUnavailable(f"the JVM tap does not compile against pyspark {version} ({compiler}):\n"
-                                        f"{(done.stderr or done.stdout)[-3000:]}")
-            tmp_jar = os.path.join(work, JAR_NAME)
-            with zipfile.ZipFile(tmp_jar, "w", zipfile.ZIP_DEFLATED) as z:
-                z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: eventlog\n\n")
-                for d, _, names in os.walk(classes):
-                    for n in sorted(names):
-                        p = os.path.join(d, n)
-                        z.write(p, os.path.relpath(p, classes))
-            os.replace(tmp_jar, jar)  # atomic: concurrent builders (other processes) each put a whole jar
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+            return _build.compile_jar(jar, [os.path.join(jars, "*")], version, javac=javac or find_javac())
+        except _build.BuildError as e:
+            raise JvmTapUnavailable(str(e)) from None
+
+
+def prebuilt_jar(spark_version: str) -> str:
+    """The prebuilt jar this package carries for the Spark minor of ``spark_version`` (``lib/eventlog-spark-
+    <minor>.jar``, built from Spark's artifacts when the package was built). JvmTapUnavailable, saying why, when
+    there is none for this minor or it was built from other Java sources than the package's (a developer's
+    edit): :func:`prepare` then compiles one on first use."""
+    minor = _build.minor_of(spark_version)
+    jar = os.path.join(LIB, _build.prebuilt_name(minor))
+    info = _build.jar_info(jar) if os.path.isfile(jar) else None
+    if info is None or info.spark_minor != minor:
+        have = sorted(n[len("eventlog-spark-"):-len(".jar")] for n in _listdir(LIB)
+                      if n.startswith("eventlog-spark-") and n.endswith(".jar"))
+        raise JvmTapUnavailable(f"this install carries no prebuilt JVM tap for Spark {minor} (it has "
+                                f"{', '.join(have) or 'none'})")
+    if info.source_hash != source_hash():
+        raise JvmTapUnavailable(f"the prebuilt JVM tap for Spark {minor} was built from other Java sources "
+                                f"({info.source_hash}; the sources are {source_hash()})")
     return jar
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _jar_for(spark_version: str, javac: str | None) -> str:
+    """The jar for a session of Spark ``spark_version``: the prebuilt one for its minor, else one compiled now
+    against the installed pyspark (said once per process), else JvmTapUnavailable saying why neither."""
+    try:
+        return prebuilt_jar(spark_version)
+    except JvmTapUnavailable as e:
+        why = e.reason
+    try:
+        installed, _ = _pyspark()
+        if _build.minor_of(installed) != _build.minor_of(spark_version):
+            raise JvmTapUnavailable(f"the session runs Spark {spark_version} but pyspark {installed} is installed "
+                                    "(it compiles against the installed pyspark's jars)")
+        jar = jar_path(javac=javac)
+    except JvmTapUnavailable as e:
+        raise JvmTapUnavailable(f"{why}, and it cannot be compiled here: {e.reason}") from None
+    _say_once(f"eventlog: {why}; using one compiled on first use ({jar})")
+    return jar
+
+
+_said: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        logging.getLogger("eventlog.jvm").warning(message)
 
 
 # -- loading into a session ------------------------------------------------------------------------------
 
 
 def prepare(spark: "SparkSession", *, javac: str | None = None) -> object:
-    """Check the session's Spark version, build the jar if needed and load it into ``spark`` (once per
-    session); returns the py4j view of ``eventlog.spark.JvmTap``. JvmTapUnavailable when any step fails."""
+    """Check the session's Spark version, find its jar (the prebuilt one for its minor, else compiled now) and
+    load it into ``spark`` (once per session); returns the py4j view of ``eventlog.spark.JvmTap``.
+    JvmTapUnavailable when any step fails."""
     jss = getattr(spark, "_jsparkSession", None)
     if jss is None:
         raise JvmTapUnavailable("the JVM tap needs a classic SparkSession (Spark Connect is not supported)")
     check_spark_version(spark.version)
-    installed, _ = _pyspark()
-    if installed.split(".")[:2] != spark.version.split(".")[:2]:
-        raise JvmTapUnavailable(f"the session runs Spark {spark.version} but pyspark {installed} is installed (the "
-                                "JVM tap is compiled against the installed pyspark's jars)")
-    jar = jar_path(javac=javac)
+    jar = _jar_for(spark.version, javac)
     sc = spark.sparkContext
     jvm = sc._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
@@ -284,6 +295,7 @@ def jvm_tap(
     time_type: str | None = None,
     encoding: str = "arrow",
     replace: bool = False,
+    compression: str | None = None,
 ) -> "DataFrame":
     """``capture.tap.tap`` run inside the JVM: ``df`` with a capture tap (same rows, same schema); each
     partition becomes one part of ``stream`` in the file log at ``log_uri`` (local or S3) when a job runs. Raises
@@ -291,7 +303,8 @@ def jvm_tap(
     tap (a streaming DataFrame, an existing stream, a bad time) otherwise."""
     from pyspark.sql import DataFrame
 
-    planned = _plan_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace)
+    planned = _plan_tap(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, replace=replace,
+                        compression=compression)
     if planned is None:  # no partition, no task: the stream is one empty, finished part
         return df
     jtap, rdd, tap_spec = planned
@@ -318,7 +331,7 @@ class _Checked:
 
 
 def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
-           time_type: str | None, encoding: str) -> _Checked:
+           time_type: str | None, encoding: str, compression: str | None = None) -> _Checked:
     """Check that the JVM tap can capture ``df`` into ``stream`` (JvmTapUnavailable, saying why, if not),
     loading the tap's classes into the session."""
     from connectors.spark.schema import canonical_arrow_schema
@@ -330,6 +343,10 @@ def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, t
 
     if encoding != "arrow":
         raise JvmTapUnavailable(f"the JVM tap writes the arrow encoding, not {encoding!r}", stream=stream)
+    if compression not in TAP_COMPRESSIONS:
+        raise JvmTapUnavailable(f"the JVM tap compresses with {' or '.join(c or 'zstd' for c in TAP_COMPRESSIONS)}, not "
+                                f"{compression!r} (its LZ4 frames would not be byte for byte the Python tap's)",
+                                stream=stream)
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         raise JvmTapUnavailable("the JVM tap needs a classic SparkSession (Spark Connect is not supported)")
@@ -343,7 +360,8 @@ def _check(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, t
                                 f"{version}", stream=stream)
     schema = canonical_arrow_schema(df.schema, stream=stream)
     spec = TimeSpec.parse(time, schema, time_type)
-    header = dataclasses.replace(StreamHeader(stream, 1, schema, spec.time_type, encoding), version=version)
+    header = dataclasses.replace(StreamHeader(stream, 1, schema, spec.time_type, encoding, compression=compression),
+                                 version=version)
     codec = ArrowFileCodec(header)  # SchemaMismatchError for a _time/_seq column, as the Python tap's create
     segment_schema = codec.schema.serialize().to_pybytes()
     jtap = prepare(df.sparkSession)
@@ -391,7 +409,7 @@ def _tap_spec(df: "DataFrame", c: _Checked, job: str, peers: int, staged_header:
     return df.sparkSession.sparkContext._jvm.eventlog.spark.TapSpec(
         c.root, c.target.stream, job, peers, bytearray(c.segment_schema), bytearray(staged_header),
         column, spec.time_type.arity, literal, SEGMENT_BYTES or DEFAULT_SEGMENT_BYTES, EVENT_ROWS, EVENT_BYTES,
-        fsync, _java_strings(df.sparkSession, c.store))
+        fsync, _java_strings(df.sparkSession, c.store), c.header.arrow_compression)
 
 
 def _java_strings(spark: "SparkSession", values: "tuple[str, ...] | None") -> object:
@@ -406,7 +424,8 @@ def _java_strings(spark: "SparkSession", values: "tuple[str, ...] | None") -> ob
 
 
 def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *, time: object,
-              time_type: str | None, encoding: str, replace: bool) -> "tuple[object, object, object] | None":
+              time_type: str | None, encoding: str, replace: bool,
+              compression: str | None = None) -> "tuple[object, object, object] | None":
     """Check that the JVM tap can capture ``df``, create the stream, and return the JVM tap class, the plan's
     RDD and the ``TapSpec`` its tasks run with (None: the RDD has no partition, the stream is finished)."""
     from connectors.spark.staging import StreamExistsError, remove_stream, stream_exists
@@ -414,7 +433,7 @@ def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *
     if df.isStreaming:
         raise TypeError("tap() takes batch DataFrames; capture a streaming DataFrame with "
                         "writeStream.format('eventlog') or foreachBatch(tap_batches(...))")
-    c = _check(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding)
+    c = _check(df, log_uri, stream, time=time, time_type=time_type, encoding=encoding, compression=compression)
     log = c.log
     # from here on as capture.tap.tap: the stream, the pinned partition count, the header
     if stream_exists(log, stream):
@@ -435,7 +454,8 @@ def _plan_tap(df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, *
 
 
 def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", stream: str, batch_id: int, *,
-                 time: str | None = None, peers: int | None = None, encoding: str = "arrow") -> int:
+                 time: str | None = None, peers: int | None = None, encoding: str = "arrow",
+                 compression: str | None = None) -> int:
     """Append ``batch_df`` (a micro-batch handed to ``foreachBatch``) to the open ``stream`` as micro-batch
     ``batch_id``, with the semantics of ``write.format("eventlog").option("batchId", …)``
     (``connectors/spark/write.py``: time = the batch id or the int64 column ``time``, exactly once per batch
@@ -448,10 +468,13 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
 
     if batch_df.isStreaming:
         raise TypeError("append_batch() takes the batch DataFrame foreachBatch hands over")
-    c = _check(batch_df, log_uri, stream, time=time, time_type=None, encoding=encoding)
+    c = _check(batch_df, log_uri, stream, time=time, time_type=None, encoding=encoding, compression=compression)
     check_micro_batch_time(c.time)
     if stream_exists(c.log, stream):  # refused before any task runs, as the commit would refuse it
         stored = c.log.header(stream)
+        if not stored.schema.equals(c.header.schema, check_metadata=False):  # the Python writer records the change
+            raise JvmTapUnavailable("the micro-batch's schema is not the stream's: the Python writer records the "
+                                    "change (FORMAT.md §12) or refuses it", stream=stream)
         stored.check_same(dataclasses.replace(c.header, peers=stored.peers, version=stored.version))
     rdd = batch_df._jdf.queryExecution().toRdd()
     job = uuid.uuid4().hex
@@ -467,7 +490,8 @@ def append_batch(batch_df: "DataFrame", log_uri: "str | os.PathLike[str]", strea
                 staged.append(StagedPart(partition=int(part), attempt=int(attempt), rows=int(rows),
                                          uri=staging_uri(c.target, job, folder)))
             staged = committed_parts(staged, c.target)  # one per partition, in order (Spark kept one attempt each)
-        return append_micro_batch(c.target, staged, int(batch_id), c.schema, c.time, encoding, peers)
+        return append_micro_batch(c.target, staged, int(batch_id), c.schema, c.time, encoding, peers,
+                                  compression=compression)
     finally:
         remove_tree(staging_uri(c.target, job))
 
@@ -481,8 +505,8 @@ def available(spark: "SparkSession") -> "str | None":
     return None
 
 
-__all__ = ["EVENT_BYTES", "EVENT_ROWS", "SUPPORTED_SPARK", "JvmTapUnavailable", "append_batch", "available",
-           "check_spark_version", "jar_path", "jvm_tap", "prepare", "source_hash"]
+__all__ = ["EVENT_BYTES", "EVENT_ROWS", "LIB", "SUPPORTED_SPARK", "TAP_COMPRESSIONS", "JvmTapUnavailable", "append_batch", "available",
+           "check_spark_version", "jar_path", "jvm_tap", "prebuilt_jar", "prepare", "source_hash"]
 
 
 from .read import JvmReadUnavailable, read_log  # noqa: E402 - the JVM batch reader builds on the above

@@ -22,7 +22,8 @@ is returned. ``tests/spark/test_conformance.py`` holds both readers to that on o
 logs (``tools/conformance_corpus.py``). A sealed segment (FORMAT.md §3.4) is whole, the newest one too: one cut
 short is damage here, also where the Python reader still reads it as a torn tail (cut inside its prefix).
 
-**What it reads.** File logs of format 2.x, local or on S3, the Arrow encoding, sealed segments only (a part with an
+**What it reads.** File logs of format 2.x, local or on S3, the Arrow encoding (zstd, LZ4 frames or uncompressed:
+FORMAT.md §13), sealed segments only (a part with an
 open segment — a live writer — or a crashed writer's unsealed one is read by the Python reader), assign mode
 without ``since``/``until``, columns whose stored Arrow type Spark's Arrow reader reads as the type the
 Python reader gives (timestamps in microseconds, …). Anything else raises :class:`JvmReadUnavailable` at
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 ENGINES = ("python", "jvm", "auto")
 ENGINE_ENV = "EVENTLOG_READ_ENGINE"
-"""Environment variable choosing ``read_log``'s engine when the call does not (default ``python``)."""
+"""Environment variable choosing ``read_log``'s engine when the call does not (default ``auto``)."""
 
 _said: set[str] = set()
 
@@ -69,10 +70,10 @@ def read_log(spark: "SparkSession", uri: "str | os.PathLike[str]", stream: str |
              engine: str | None = None, **options: Any) -> "DataFrame":
     """The stream at ``uri`` (a stream URI, or a log URI with ``stream``) as a DataFrame, with the options of
     ``spark.read.format("eventlog")`` (``workers``, ``mode``, ``key``, ``since``, ``until``, ``incomplete``).
-    ``engine`` (default ``$EVENTLOG_READ_ENGINE``, else ``"python"``): ``"python"`` is the data source,
-    ``"jvm"`` the JVM reader (``JvmReadUnavailable`` where it cannot read the stream), ``"auto"`` the JVM
-    reader where it can, else the Python one, saying why once per process."""
-    engine = engine or os.environ.get(ENGINE_ENV) or "python"
+    ``engine`` (default ``$EVENTLOG_READ_ENGINE``, else ``"auto"``): ``"auto"`` is the JVM reader where it can
+    read the stream, else the data source, saying why once per process; ``"jvm"`` the JVM reader
+    (``JvmReadUnavailable`` where it cannot read the stream); ``"python"`` the data source."""
+    engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     opts = _options(os.fspath(uri), stream, options)

@@ -222,7 +222,7 @@ final class CaptureQuery {
         }
         StructType schema = DataTypes.createStructType(out);
         try {
-            Schema arrow = ArrowUtils.toArrowSchema(schema, "UTC", true, false, ArrowUtils.toArrowSchema$default$5());
+            Schema arrow = ArrowUtils.toArrowSchema(schema, "UTC", true);  // the overload Spark 4.2 and 4.3 share (large types off)
             List<Field> fields = arrow.getFields();
             String why = JvmTap.unsupported(segmentSchema(fields), schema);
             if (why != null) {
