@@ -263,11 +263,12 @@ class Replayer:
             if isinstance(ev, Messages):
                 if not self._keep_time(ev.time):
                     continue
-                records = ev.records
                 if self.mode == "repartition" and route:
+                    records = ev.records
                     mask = worker_of(records, self.key, self.peers) == self.worker  # type: ignore[arg-type]
-                    records = records.filter(_bool_array(mask)) if not mask.all() else records
-                yield Messages(ev.time, records), part.part
+                    if not mask.all():
+                        ev = Messages(ev.time, records.filter(_bool_array(mask)))
+                yield ev, part.part
             else:
                 changes = self._frontier.update_iter(ev.updates)
                 if changes:

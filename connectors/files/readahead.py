@@ -4,17 +4,21 @@ pyarrow decompresses one event's buffers in parallel, but an event's largest buf
 is decompressed by one thread, and a replay spends the rest of its time in Python between events. A reader
 that hands the next Messages events of a segment to a small thread pool keeps both cores busy: pyarrow's
 decoding, validation and the checksum release the GIL. Only whole, indexed Messages events of at least
-``MIN_BYTES`` that lie inside the bytes already mapped are decoded ahead, each by a decoder of its own (an
-Arrow stream decoder is positioned per event, so one decoder never serves two threads at once). Everything
-else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead changes
-when work is done, never what is checked or what is reported. A segment's first events start as its first
-event is read, and a replayer has every part's reader start them before it reads any (``prefetch``), so that
-the parts' first events decode side by side instead of one after another on the replaying thread.
+``MIN_BYTES`` that lie inside the bytes already mapped are decoded ahead, in chunks of up to ``CHUNK`` events
+(one hand-off to a pool thread for all of them), each chunk by a decoder of its own (an Arrow stream decoder is
+positioned per event, so one decoder never serves two threads at once), each event into a future of its own.
+Everything else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead
+changes when work is done, never what is checked or what is reported. An event that no pool thread has begun
+when the reader comes to it is taken back and decoded by the reader at once (``ReadAhead.take``): the reader
+never waits behind events queued before it, and the pool moves on to later ones. A segment's first events start
+as its first event is read, and a replayer has every part's reader start them before it reads any
+(``prefetch``), so that the parts' first events decode side by side instead of one after another on the
+replaying thread.
 
 ``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader, four by
 default, two while several readers of the process decode ahead); all readers of a process together hold at
-most four events per core decoded ahead (a worker replaying three parts keeps two ahead in each). The pool's
-threads start, each warmed by decoding a small batch, when a process opens its first file log (``warm``).
+most four events per core decoded ahead (a worker replaying three parts keeps two ahead in each). The pool's threads start, each warmed by decoding a small batch, when a process opens its
+first file log (``warm``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,14 @@ MIN_BYTES = 16 << 10
 """Events smaller than this are decoded in place (a hand-off to a thread costs tens of microseconds)."""
 LOOK = 8
 """How many index entries past the current event are looked at for events to decode ahead."""
+CHUNK = 2
+"""At most this many events are handed to a pool thread at once (one hand-off, one thread wake-up, for all of
+them), as many as the reader has room for."""
+STEAL = True
+"""An event no pool thread has begun when the reader comes to it is decoded by the reader at once (False: the
+reader waits for the pool, as tests that hold the pool's path to the in-place one need)."""
+PER_CORE = 4
+"""Events all readers of a process may hold decoded ahead, per pool thread (``_budget``)."""
 _held = 0
 """Events decoded (or being decoded) ahead and not yet taken, in all readers of the process: a replayer with
 many parts open must not hold two decoded batches per part."""
@@ -48,14 +60,15 @@ _live = 0
 ``SHARED_DEPTH``."""
 SHARED_DEPTH = 2
 """Events ahead per reader while several read at once. Deeper, a worker merging three parts got slower (1M rows:
-60.9 -> 64.3 ms with four), while a reader alone got faster (2M rows: 92 -> 89 ms)."""
+60.9 -> 64.3 ms with four; again with chunks of two and eight events per core, 2M rows on a loaded machine),
+while a reader alone got faster (2M rows: 92 -> 89 ms)."""
 
 
 def _budget() -> int:
-    """How many events all readers of the process may hold decoded ahead at once: four per pool thread. With
-    two, a replayer merging three parts left a quarter of its large events to be decoded in place (replay of
-    5M rows: 0.34 s, 0.31 s with four)."""
-    return 4 * workers.size()
+    """How many events all readers of the process may hold decoded ahead at once: ``PER_CORE`` per pool thread.
+    With two, a replayer merging three parts left a quarter of its large events to be decoded in place (replay
+    of 5M rows: 0.34 s, 0.31 s with four)."""
+    return PER_CORE * workers.size()
 
 
 def _hold() -> bool:
@@ -142,7 +155,8 @@ _ONE_THREAD = pa.ipc.IpcReadOptions(use_threads=False)
 
 def single_threaded(decoder: SegmentDecoder) -> SegmentDecoder:
     """``decoder``, set to decompress an event's buffers on the calling thread: events decoded ahead run side by
-    side already, and pyarrow's own thread pool would only add hand-offs."""
+    side already, and pyarrow's own thread pool would only add hand-offs (so does a reader's own decoder while it
+    decodes ahead: the events it decodes itself are those the busy pool had not begun)."""
     if hasattr(decoder, "read_options"):
         decoder.read_options = _ONE_THREAD
     return decoder
@@ -157,9 +171,31 @@ def decode(decoder: SegmentDecoder, mapped: pa.Buffer, offset: int, length: int,
     return seq, event, getattr(decoder, "last_ts", None)
 
 
+def _run_chunk(ahead: "ReadAhead", decoder: SegmentDecoder, mapped: pa.Buffer,
+               items: "list[tuple[int, int, int | None, Future]]") -> None:
+    """Decode a chunk of a segment's events in order with one decoder, on a pool thread, each into its future
+    (set as soon as it is decoded, so the reader takes the first while the rest decode). After a failure the
+    decoder's state is unknown: the events after it are left to the reader (cancelled)."""
+    failed = False
+    for offset, length, crc, fut in items:
+        if failed or ahead.closed:
+            fut.cancel()  # left to the reader (decoded in place if it is read)
+            continue
+        if not fut.set_running_or_notify_cancel():
+            continue  # the reader took it back before it started (``steal``) and decodes it itself
+        try:
+            fut.set_result(decode(decoder, mapped, offset, length, crc))
+        except BaseException as e:  # noqa: BLE001 - handed to the reader, which reports it as in place
+            fut.set_exception(e)
+            failed = True
+    if not failed:
+        ahead.give_decoder(decoder)
+
+
 class ReadAhead:
     """The events of one segment being decoded ahead, by seq; ``make_decoder`` builds a decoder of the
-    segment's prefix (one per event in flight)."""
+    segment's prefix (one per chunk in flight). Events are handed to the pool in chunks of up to ``CHUNK``
+    (one hand-off per chunk, not per event), each event with its own future."""
 
     def __init__(self, make_decoder: Callable[[], SegmentDecoder], depth: int) -> None:
         global _live
@@ -168,52 +204,71 @@ class ReadAhead:
         with _lock:
             _live += 1
         self._open = True
+        self.closed = False
+        """The reader moved off the segment: chunks still running stop decoding."""
         self._free: list[SegmentDecoder] = []
-        self._flight: dict[int, tuple[int, int, Future, SegmentDecoder]] = {}
+        self._flight: dict[int, tuple[int, int, Future]] = {}
         self._cursor: tuple[int, int, pa.Buffer] | None = None
         """``(seq, offset, mapping)`` where the last look stopped: the events before it were started or are not
         to be decoded ahead, so the next look resumes there instead of walking them again."""
 
     def take(self, seq: int, offset: int, length: int) -> "Future | None":
-        """The decoding of event ``seq`` at ``offset`` started ahead, if one was (and placed it there)."""
+        """The decoding of event ``seq`` at ``offset`` started ahead, if one was (and placed it there), unless
+        no pool thread has begun it yet: then it is taken back (the reader decodes it at once rather than wait
+        behind the events queued before it) and None is returned."""
         item = self._flight.pop(seq, None)
         if item is None:
             return None
         _give_back(1)
-        at, n, fut, dec = item
-        fut.add_done_callback(lambda f, d=dec: self._release(f, d))
-        return fut if (at, n) == (offset, length) else None
+        at, n, fut = item
+        if (at, n) != (offset, length) or (STEAL and fut.cancel()):
+            return None
+        return fut
 
-    def _release(self, fut: Future, dec: SegmentDecoder) -> None:
-        if fut.exception() is None:  # a decoder that failed is in an unknown state: dropped
-            self._free.append(dec)
+    def give_decoder(self, dec: SegmentDecoder) -> None:
+        """A decoder whose chunk decoded without error, free for the next chunk."""
+        self._free.append(dec)
 
     def start(self, files, mapped: pa.Buffer, seq: int, end: int) -> None:  # noqa: ANN001
         """Start decoding the large Messages events that follow event ``seq - 1`` (which ends at ``end``),
-        as far as their index entries are whole and their bytes are mapped."""
+        as far as their index entries are whole and their bytes are mapped, a chunk at a time."""
+        depth = self._depth if _live <= 1 else min(self._depth, SHARED_DEPTH)
+        room = depth - len(self._flight)
+        if room < 1:
+            return
         s = seq
         if self._cursor is not None and self._cursor[0] > seq and self._cursor[2] is mapped:
             s, end = self._cursor[0], self._cursor[1]
+        chunk: list[tuple[int, int, int, int | None]] = []
         try:
-            while s < seq + LOOK:
+            while s < seq + LOOK and len(chunk) < room:
                 e = files.entry(s)
                 if not isinstance(e, ix.IndexEntry) or e.seq != s or e.offset != end or \
                         e.offset + e.length > mapped.size:
-                    return
+                    break
                 if s not in self._flight and e.kind == ix.KIND_MESSAGES and e.length >= MIN_BYTES:
-                    depth = self._depth if _live <= 1 else min(self._depth, SHARED_DEPTH)
-                    if len(self._flight) >= depth or not _hold():
-                        return
-                    dec = self._free.pop() if self._free else self._make()
-                    fut = workers.pool().submit(decode, dec, mapped, e.offset, e.length, e.crc)
-                    self._flight[s] = (e.offset, e.length, fut, dec)
+                    if not _hold():
+                        break
+                    chunk.append((s, e.offset, e.length, e.crc))
                 s, end = s + 1, e.offset + e.length
         finally:
             self._cursor = (s, end, mapped)
+            self._submit(mapped, chunk)
+
+    def _submit(self, mapped: pa.Buffer, events: "list[tuple[int, int, int, int | None]]") -> None:
+        for i in range(0, len(events), CHUNK):
+            items = []
+            for s, offset, length, crc in events[i:i + CHUNK]:
+                fut: Future = Future()
+                self._flight[s] = (offset, length, fut)
+                items.append((offset, length, crc, fut))
+            dec = self._free.pop() if self._free else self._make()
+            workers.pool().submit(_run_chunk, self, dec, mapped, items)
 
     def close(self) -> None:
         """Forget what is decoding ahead (the reader moved off the segment): it is never taken."""
         global _live
+        self.closed = True
         flight, self._flight = self._flight, {}
         _give_back(len(flight))
         if getattr(self, "_open", False):
@@ -225,4 +280,4 @@ class ReadAhead:
         self.close()
 
 
-__all__ = ["BadChecksum", "MIN_BYTES", "ReadAhead", "decode"]
+__all__ = ["BadChecksum", "CHUNK", "MIN_BYTES", "ReadAhead", "decode"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import struct
 import sys
+from concurrent.futures import CancelledError
 from typing import Callable, Iterator
 
 import pyarrow as pa
@@ -176,6 +177,8 @@ class _Cursor:
         """The writer epoch of that run."""
         self.blocks: list[tuple[int, int]] | None = [] if files.layout.seals and files.encoding == "arrow" else None
         """``(offset, length)`` of every event read from the segment (2.x Arrow: checked against its footer)."""
+        self.footer_checked: tuple[int, int, int] | None = None
+        """``(end-of-stream offset, data size, events)`` at which the footer was found to list the events."""
         self.ahead: ReadAhead | None = None
         """The segment's next large events being decoded on other threads (``readahead``)."""
         self.primed = False
@@ -216,6 +219,7 @@ class _Cursor:
 
     def reopen(self, *, forget_prefix: bool = False) -> None:
         self.mapped = None
+        self.footer_checked = None  # the files opened again are checked again
         self.drop_ahead()
         self.files.reopen(forget_prefix=forget_prefix)
 
@@ -405,7 +409,7 @@ class FilePartReader(PartReader):
             if not self._frame(cur):
                 raise LookupError("no whole prefix yet")
             cur.mapped = cur.files.data.map()
-            cur.decoder = self._segment_decoder(cur)
+            cur.decoder = self._main_decoder(cur)
             cur.ahead = ReadAhead(self._ahead_decoder(cur), self._ahead_depth)
             cur.ahead.start(cur.files, cur.mapped, cur.seq, cur.offset)
             cur.primed = True
@@ -547,15 +551,18 @@ class FilePartReader(PartReader):
             self.tail_problem = problem
 
     def _check_footer(self, cur: _Cursor, eos: int) -> None:
-        """A 2.x segment's footer must list exactly the segment's events (third-party readers believe it)."""
+        """A 2.x segment's footer must list exactly the segment's events (third-party readers believe it);
+        checked once for the same end, size and events (a reader polls a finished segment again)."""
+        key = (eos, cur.files.data_size, len(cur.blocks or []))
+        if cur.footer_checked == key:
+            return
         problem = cur.files.footer_problem(eos, cur.blocks or [])
         if problem is not None:
             raise cur.files.error(problem, offset=eos + 8)
+        cur.footer_checked = key
 
     def _decode(self, cur: _Cursor, place: Place) -> Entry | None:
         f = cur.files
-        where = {"stream": self.stream, "part": self.part, "seq": place.seq, "offset": place.offset,
-                 "path": f.data_path}
         if cur.mapped is None or cur.mapped.size < place.end:
             cur.mapped = cur.files.data.map()  # (re)map: the segment grew since it was mapped
             cur.drop_ahead()  # what was decoded ahead came from the old mapping: decoded again, in place
@@ -563,7 +570,7 @@ class FilePartReader(PartReader):
                 raise f.error("segment shrank while it was read", seq=place.seq, offset=place.offset)
         if cur.decoder is None:
             try:
-                cur.decoder = self._segment_decoder(cur)
+                cur.decoder = self._main_decoder(cur)
             except (*raw_decode_errors(), CorruptLogError) as e:
                 raise decode_error(e, stream=self.stream, part=self.part, offset=0, path=f.data_path) from None
         ahead = None
@@ -573,8 +580,14 @@ class FilePartReader(PartReader):
             ahead = cur.ahead.take(place.seq, place.offset, place.length)
             cur.ahead.start(f, cur.mapped, place.seq + 1, place.end)  # the next ones decode while this one is used
         try:
+            got = None
             if ahead is not None:
-                seq, event, ts = ahead.result()
+                try:
+                    got = ahead.result()
+                except CancelledError:  # not decoded ahead after all (an event before it in its chunk failed)
+                    ahead = None
+            if got is not None:
+                seq, event, ts = got
             else:
                 body = cur.mapped.slice(place.offset, place.length)
                 if place.entry is not None and ix.checksum(body) != place.entry.crc:
@@ -584,17 +597,28 @@ class FilePartReader(PartReader):
         except BadChecksum:
             raise f.error("event fails its checksum", seq=place.seq, offset=place.offset) from None
         except CorruptLogError as e:
-            raise relocate(e, **where) from None
+            raise relocate(e, **self._where(cur, place)) from None
         except raw_decode_errors() as e:
             if ahead is None:
                 cur.decoder = None  # its state is unknown after an error
-            raise decode_error(e, **where) from None
+            raise decode_error(e, **self._where(cur, place)) from None
         if seq != place.seq:
             raise f.error(f"event carries seq {seq}, its place in the segment is seq {place.seq}", seq=place.seq,
                           offset=place.offset)
         if self._progress_only and isinstance(event, Messages):
             return None
         return Entry(seq, event, ts)
+
+    def _where(self, cur: _Cursor, place: Place) -> dict[str, object]:
+        """The location of the event at ``place`` for an error about it."""
+        return {"stream": self.stream, "part": self.part, "seq": place.seq, "offset": place.offset,
+                "path": cur.files.data_path}
+
+    def _main_decoder(self, cur: _Cursor) -> SegmentDecoder:
+        """The decoder of the events read in place: on this thread alone while pool threads decode ahead (pyarrow's
+        own threads would only add hand-offs beside them), with pyarrow's threads otherwise."""
+        dec = self._segment_decoder(cur)
+        return readahead.single_threaded(dec) if self._ahead_depth else dec
 
     def _ahead_decoder(self, cur: _Cursor):  # noqa: ANN202
         """What builds the decoders of events decoded ahead in ``cur``'s segment (one per event in flight)."""

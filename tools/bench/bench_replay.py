@@ -1,6 +1,7 @@
 """Replay of an 8-part Arrow file log by 3 workers vs plain pyarrow.ipc reading of the same segments.
 
     python tools/bench/bench_replay.py [--rows 10000000] [--rounds 5] [--quick]
+    python tools/bench/bench_replay.py --sizes 1M,2M,4M,8M,16M [--rounds 7]
 
 A stream of 8 parts (int64 + 32-byte string rows, batches of 10k, one time per batch) is captured once
 (sync="none"). Then, interleaved round by round (the order rotates; ``_common.Samples``):
@@ -29,6 +30,10 @@ where wall time of a ~30 ms replay does): 1.0 means the first replay pays nothin
 beside; the child also lists the modules the first replay imported (none expected). The same ratio in user CPU
 alone is information: it tells whether a first replay's extra CPU is work of its own (Python, an import) or
 system time (the kernel handing pyarrow's allocator fresh memory, which later replays reuse).
+
+``--sizes`` sweeps stream sizes instead (issue 38: replay at full size): for each size a stream is captured and
+only plain and assign are run, interleaved round by round, one ``HEADLINE`` per size (target >= 0.9 at every
+size) and a table of the median ratio per size.
 
 Rates are captured rows per second of wall time for the whole replay (all workers).
 """
@@ -200,6 +205,55 @@ def first_call(root: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _size(text: str) -> int:
+    """``1M``, ``500k``, ``2000000`` as a row count."""
+    t = text.strip().lower().replace("_", "")
+    mult = {"k": 1_000, "m": 1_000_000}.get(t[-1:], 1)
+    try:
+        n = int(float(t[:-1] if mult > 1 else t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a row count: {text!r}") from None
+    if n < PARTS:
+        raise argparse.ArgumentTypeError(f"{text!r} is fewer rows than the {PARTS} parts")
+    return n
+
+
+def sweep(sizes: list[int], batch: int, rounds: int, folder: str | None) -> None:
+    """Plain vs assign at each size (a stream captured per size, removed after it): the median per-round
+    ratio per size, a headline each."""
+    load = Load()
+    results = []
+    for rows in sizes:
+        root = tempfile.mkdtemp(prefix="bench-replay-", dir=folder)
+        try:
+            capture(root, rows, batch)
+            total = (rows // PARTS) * PARTS
+            cases = [("plain pyarrow.ipc", lambda: plain(root)),
+                     ("replay assign (3 workers)", lambda: replay_workers(root, "assign"))]
+            for name, fn in cases:  # untimed warm-up
+                assert fn() == total, name
+            s = Samples()
+            for k in range(rounds):
+                for name, fn in (cases if k % 2 == 0 else cases[::-1]):
+                    assert s.run(name, fn) == total, name
+            ratio = s.ratio("replay assign (3 workers)", "plain pyarrow.ipc")
+            results.append((total, s, ratio))
+            print(f"  {total:,} rows done: {ratio}", file=sys.stderr, flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)  # our own folder (inside --dir when given)
+    print(f"eventlog replay assign vs plain pyarrow by size  ({datetime.datetime.now():%Y-%m-%d %H:%M})")
+    print(f"{PARTS} parts, batches of {batch:,}, {WORKERS} assign workers, {rounds} interleaved rounds per size; {load}")
+    print(format_table(["rows", "plain median s", "assign median s", "assign rows/s (median)",
+                        "assign / plain (median)", "best", "spread"],
+                       [[f"{total:,}", f"{s.median('plain pyarrow.ipc'):.3f}",
+                         f"{s.median('replay assign (3 workers)'):.3f}",
+                         fmt_count_rate(total, s.median("replay assign (3 workers)")), f"{r.median:.2f}x",
+                         f"{r.best:.2f}x", f"{r.spread:.0%}"] for total, s, r in results], markdown=True))
+    print()
+    for total, _, r in results:
+        print(headline(f"replay assign / plain pyarrow at {total:,} rows", r, 0.9, load))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=None, help="rows captured (default 10,000,000; 1,000,000 with --quick)")
@@ -210,10 +264,19 @@ def main() -> int:
                         "any first run of Python code costs stay small beside it, and an import does not)")
     p.add_argument("--quick", action="store_true", help="1M rows: the whole run in well under a minute")
     p.add_argument("--dir", default=None)
+    p.add_argument("--sizes", type=lambda v: [_size(x) for x in v.split(",") if x.strip()], default=None,
+                   help="sweep these stream sizes (e.g. 1M,2M,4M,8M,16M): plain vs assign only, a headline per size")
     p.add_argument("--first-call-child", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.first_call_child:
         first_call_child(args.first_call_child)
+        return 0
+    if args.rounds < 1:
+        p.error("--rounds must be positive")
+    if args.sizes is not None:
+        if not args.sizes:
+            p.error("--sizes needs at least one size")
+        sweep(args.sizes, args.batch, args.rounds, args.dir)
         return 0
     rows = args.rows if args.rows is not None else (1_000_000 if args.quick else 10_000_000)
     if args.rounds < 1:

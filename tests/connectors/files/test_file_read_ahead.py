@@ -86,6 +86,8 @@ def large(es: list[ix.IndexEntry]) -> list[ix.IndexEntry]:
 
 
 def test_an_intact_log_reads_the_same_and_events_are_decoded_ahead(tmp_path, monkeypatch) -> None:
+    # the pool decodes what it was handed (on a loaded machine it may start it after the reader comes to it)
+    monkeypatch.setattr(readahead, "STEAL", False)
     root = str(tmp_path)
     capture(root, 12)
     calls = []
@@ -103,8 +105,12 @@ def test_an_intact_log_reads_the_same_and_events_are_decoded_ahead(tmp_path, mon
         assert same(read(root, 2, monkeypatch, start)[0], [x for x in in_place if x[0] >= start])
 
 
+@pytest.mark.parametrize("steal", [False, True])
 @pytest.mark.parametrize("seed", range(12))
-def test_damage_in_an_event_decoded_ahead_is_reported_as_in_place(tmp_path, monkeypatch, seed) -> None:
+def test_damage_in_an_event_decoded_ahead_is_reported_as_in_place(tmp_path, monkeypatch, seed, steal) -> None:
+    """Damage in an event decoded ahead (by the pool; with ``steal``, wherever the reader took events back from
+    the pool) is reported exactly as when every event is decoded in place."""
+    monkeypatch.setattr(readahead, "STEAL", steal)
     rnd = random.Random(seed)
     root = str(tmp_path)
     capture(root, 10, segment_bytes=rnd.choice([300_000, 1 << 20]))
@@ -132,7 +138,7 @@ def test_damage_in_an_event_decoded_ahead_is_reported_as_in_place(tmp_path, monk
     real = readahead.decode
     monkeypatch.setattr(readahead, "decode", lambda *a: offsets.append(a[2]) or real(*a))
     ahead, err_ahead = read(root, 2, monkeypatch)
-    if how != "truncate":
+    if how != "truncate" and not steal:
         assert victim.offset in offsets  # the damaged event was one decoded ahead
     in_place, err_in_place = read(root, 0, monkeypatch)
     assert err_ahead == err_in_place, how
@@ -149,6 +155,7 @@ def test_a_prefetched_reader_reads_and_reports_as_one_decoding_in_place(tmp_path
     """``prefetch`` starts a segment's first events before the read: whatever the damage (the first event's
     bytes or checksum, the segment's prefix, a cut file, a missing index) and wherever the read starts, the
     prefetched reader yields the same events and ends with the same error as one decoding each in place."""
+    monkeypatch.setattr(readahead, "STEAL", False)  # the first event stays the pool's, however late it starts
     rnd = random.Random(seed)
     root = str(tmp_path)
     capture(root, 8, segment_bytes=rnd.choice([300_000, 1 << 20]))
@@ -376,10 +383,10 @@ def test_a_worker_merging_three_parts_decodes_their_large_events_ahead(tmp_path,
     real = readahead.ReadAhead.take
 
     def take(self, seq, offset, length):  # noqa: ANN001, ANN202
-        fut = real(self, seq, offset, length)
+        started = seq in self._flight  # handed to the pool (which may not have begun it: then the reader takes it)
         if length >= readahead.MIN_BYTES:
-            taken["ahead" if fut is not None else "in place"] += 1
-        return fut
+            taken["ahead" if started else "in place"] += 1
+        return real(self, seq, offset, length)
 
     monkeypatch.setattr(readahead.ReadAhead, "take", take)
     rows = 0
@@ -394,12 +401,15 @@ def test_a_worker_merging_three_parts_decodes_their_large_events_ahead(tmp_path,
     assert taken == {"ahead": parts * times, "in place": 0}, taken
 
 
-def test_a_reader_alone_decodes_four_ahead_and_readers_side_by_side_two_each(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("shared", [2, readahead.SHARED_DEPTH])
+def test_a_reader_alone_decodes_four_ahead_and_readers_side_by_side_the_shared_depth(tmp_path, monkeypatch,
+                                                                                      shared) -> None:
     """The default depth: a reader alone in its process keeps up to four events decoding ahead; while several
-    readers decode ahead at once, each keeps at most two (deeper, a worker merging three parts got slower).
-    Decoding is slowed so that what the reader allows is reached."""
+    readers decode ahead at once, each keeps at most ``SHARED_DEPTH``. Decoding is slowed so that what the
+    reader allows is reached."""
     monkeypatch.delenv("EVENTLOG_READ_AHEAD", raising=False)
     monkeypatch.setattr(workers, "CORES", 2)
+    monkeypatch.setattr(readahead, "SHARED_DEPTH", shared)
     # readers of earlier tests in this process that the garbage collector has not closed yet count as readers
     # side by side (each then keeps two ahead, not four): collect them, and start from nothing held
     gc.collect()
@@ -432,4 +442,59 @@ def test_a_reader_alone_decodes_four_ahead_and_readers_side_by_side_two_each(tmp
             next(it)
     for r in readers:
         r.close()
-    assert max(most) == 2
+    assert max(most) == shared
+
+
+def test_events_go_to_the_pool_in_chunks(tmp_path, monkeypatch) -> None:
+    """A reader hands its large events to the pool a chunk at a time (one hand-off for several), each chunk at
+    most ``CHUNK`` events of the segment in order, every large event in one chunk at most once."""
+    monkeypatch.setattr(readahead, "STEAL", False)
+    root = str(tmp_path)
+    capture(root, 24, segment_bytes=64 << 20)
+    chunks: list[list[int]] = []
+    real = readahead._run_chunk
+
+    def spy(ahead, decoder, mapped, items):  # noqa: ANN001, ANN202
+        chunks.append([offset for offset, *_ in items])
+        return real(ahead, decoder, mapped, items)
+
+    monkeypatch.setattr(readahead, "_run_chunk", spy)
+    ahead, err = read(root, 4, monkeypatch)
+    assert err is None and same(ahead, read(root, 0, monkeypatch)[0])
+    offsets = [o for c in chunks for o in c]
+    assert all(1 <= len(c) <= readahead.CHUNK for c in chunks)
+    assert all(c == sorted(c) for c in chunks) and len(set(offsets)) == len(offsets)
+    big = large(entries(segments(root)[0])[1])
+    assert set(offsets) <= {e.offset for e in big}
+    assert len(chunks) < len(offsets)  # fewer hand-offs than events decoded ahead
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_reader_does_not_wait_behind_a_busy_pool(tmp_path, monkeypatch, seed) -> None:
+    """While every pool thread is busy elsewhere, a reader takes back the events it handed to the pool and
+    decodes them itself: it reads everything (the same events, the same error after damage) without waiting for
+    the pool, which decodes none of them."""
+    rnd = random.Random(seed)
+    root = str(tmp_path)
+    capture(root, 10, segment_bytes=rnd.choice([300_000, 1 << 20]))
+    if seed % 2:  # damage in an event the pool was handed
+        seg = rnd.choice(segments(root))
+        victim = rnd.choice(large(entries(seg)[1])[1:])
+        data = bytearray(open(seg, "rb").read())
+        data[victim.offset + rnd.randrange(victim.length)] ^= 1 << rnd.randrange(8)
+        open(seg, "wb").write(bytes(data))
+    want = read(root, 0, monkeypatch)
+    decoded = []
+    real = readahead.decode
+    monkeypatch.setattr(readahead, "decode", lambda *a: decoded.append(a[2]) or real(*a))
+    pool = workers.pool()
+    release = threading.Event()
+    busy = [pool.submit(release.wait, 30) for _ in range(workers.size())]
+    try:
+        got = read(root, 4, monkeypatch)
+        assert not decoded  # the pool was busy all along: the reader decoded everything it read
+    finally:
+        release.set()
+        for f in busy:
+            f.result()
+    assert got[1] == want[1] and same(got[0], want[0])

@@ -76,3 +76,24 @@ def test_a_copied_log_with_its_footers_whole_reads_and_verifies(tmp_path):
     _sealed(root)
     shutil.copytree(root, tmp_path / "copy")
     assert verify(open_log(str(tmp_path / "copy")), "s").ok
+
+
+def test_a_footer_is_checked_once_per_reading_of_a_finished_segment(tmp_path, monkeypatch):
+    """A reader polling a finished segment again (a replayer's next fill) does not check its footer again; a
+    footer damaged between two readers is refused by the second."""
+    from connectors.files.segment import SegmentFiles
+
+    root = tmp_path / "log"
+    seg, data, start = _sealed(root)
+    checked = []
+    real = SegmentFiles.footer_problem
+    monkeypatch.setattr(SegmentFiles, "footer_problem", lambda self, *a: checked.append(a) or real(self, *a))
+    with open_log(str(root)).reader("s", 0) as r:
+        assert len(list(r)) == 7
+        for _ in range(3):  # polled again: nothing new, the footer seen already
+            assert list(r) == []
+    assert len(checked) == 1
+    at = data.index(b"word", start)
+    seg.write_bytes(data[:at] + b"wxrd" + data[at + 4:])
+    with pytest.raises(CorruptLogError, match="footer"):
+        _read_all(root)
