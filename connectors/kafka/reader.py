@@ -46,15 +46,24 @@ def new_consumer(log: "KafkaLog", error_cb=None, *, fetch_wait_ms: int = 20) -> 
     following a live part waits up to that for new records; a scan (``scan_partition``) waits about that once
     for its end of partition."""
     extra = {"error_cb": error_cb} if error_cb is not None else {}
-    return Consumer(log.target.consumer(**extra, **{
+    return Consumer(log.target.consumer(**extra, **READ_SETTINGS, **{
         "group.id": f"eventlog-{uuid.uuid4().hex}",
-        "enable.auto.commit": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "error",
-        "isolation.level": "read_committed",
         "fetch.wait.max.ms": fetch_wait_ms,
-        "fetch.error.backoff.ms": 10,
     }))
+
+
+READ_SETTINGS: dict[str, object] = {
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "error",
+    "isolation.level": "read_committed",
+    "fetch.error.backoff.ms": 10,
+    # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) once its queue holds queued.max.messages.kbytes
+    # (64 MiB): a reader that decodes slower than the broker sends (large events) found the queue dry and waited
+    # out most of that second; with 5 ms the fetcher refills it as soon as the reader has taken some
+    "fetch.queue.backoff.ms": 5,
+}
+"""The settings of every part reader's consumer (``new_consumer``; the user's settings override them)."""
 
 
 def lost_position(err: KafkaError, stream: str, part: int, topic: str, position: int | None) -> LostDataError:

@@ -85,6 +85,8 @@ class Frame:
     """``MESSAGES`` or ``PROGRESS`` per event."""
     bodies: list = field(default_factory=list)
     """The encoded events: record values (2.0) or bundle payloads (1.x) — see ``decoder``."""
+    time: bytes | None = None
+    """The value of the record's ``eventlog.time`` header (2.0; the last one when it repeats), None without one."""
 
     @property
     def is_header(self) -> bool:
@@ -135,10 +137,19 @@ def writer_mark(headers: "Sequence[tuple[str, bytes | None]] | None", *, stream:
     for key, value in headers or ():
         if key in (EPOCH_HEADER, WRITER_HEADER):
             values[key] = value
-    return parse_mark(values.get(EPOCH_HEADER), values.get(WRITER_HEADER),
-                      what=f"record at kafka offset {offset}",
-                      present=(EPOCH_HEADER in values, WRITER_HEADER in values),
-                      stream=stream, part=part, offset=offset)
+    found = (values.get(EPOCH_HEADER), values.get(WRITER_HEADER), EPOCH_HEADER in values, WRITER_HEADER in values)
+    mark = _MARKS.get(found)
+    if mark is None:  # every record of a writer carries the same two values: each pair is parsed once
+        mark = parse_mark(found[0], found[1], what=f"record at kafka offset {offset}", present=found[2:],
+                          stream=stream, part=part, offset=offset)
+        if len(_MARKS) >= 256:
+            _MARKS.clear()
+        _MARKS[found] = mark
+    return mark
+
+
+_MARKS: dict[tuple, WriterMark] = {}
+"""``writer_mark``'s answers by header values (valid ones only: a malformed value raises every time)."""
 
 
 def header_record_v2(header: StreamHeader, avro_schema: str | None) -> tuple[bytes, list[tuple[str, bytes]]]:
@@ -188,7 +199,7 @@ def decode_record(value: bytes | None, headers: list | None, ts: int, *, stream:
                               f"({bytes(seq or b'')[:30]!r})", **where)
     if code == MESSAGES and (time_ is None or len(time_) > _MAX_HEADER_VALUE):
         raise CorruptLogError(f"messages record at kafka offset {offset} has no valid {TIME_HEADER} header", **where)
-    return Frame(offset, ts, 2, headers, seqs=[int(seq)], kinds=[code], bodies=[value])
+    return Frame(offset, ts, 2, headers, seqs=[int(seq)], kinds=[code], bodies=[value], time=time_)
 
 
 def check_event(frame: Frame, i: int, seq: int, event: Event, *, stream: str, part: int) -> None:
@@ -201,7 +212,7 @@ def check_event(frame: Frame, i: int, seq: int, event: Event, *, stream: str, pa
         raise CorruptLogError(f"the record says {_KIND_NAMES[frame.kinds[i]].decode()}, its value holds another kind",
                               **where)
     if frame.version == 2 and isinstance(event, Messages):
-        stated = dict(frame.headers or ()).get(TIME_HEADER)
+        stated = frame.time
         if stated != json.dumps(event.time, separators=(",", ":")).encode():
             raise CorruptLogError(f"the record's {TIME_HEADER} header {bytes(stated or b'')[:60]!r} is not its event's "
                                   f"time {event.time}", **where)

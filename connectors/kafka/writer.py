@@ -95,6 +95,9 @@ class KafkaPartWriter(PartWriter):
         self.part = part
         self._topic = log.target.topic(header.stream)
         self._encoder = encoder
+        # an encoder that can hand its value over as the buffer it wrote (the arrow record encoder's pyarrow
+        # buffer), which the producer takes as it is: no copy of the event in Python
+        self._encode: Callable[[int, Event], object] = getattr(encoder, "encode_value", encoder.encode)
         self._errors: list[str] = []
         self._fatal: list[KafkaError] = []
         self._failed: EventLogError | None = None
@@ -346,7 +349,7 @@ class KafkaPartWriter(PartWriter):
         if not self.transactional:
             self._raise_errors()
         seq = self._next
-        value = self._encoder.encode(seq, event)  # LimitError before anything is produced
+        value = self._encode(seq, event)  # LimitError before anything is produced
         producer = self._producer
         assert producer is not None
         if self.transactional and not self._in_txn:

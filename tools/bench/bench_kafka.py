@@ -1,7 +1,7 @@
 """Kafka log vs raw confluent-kafka on the same broker, in the same rounds; and handoff latency.
 
     tools/kafka-broker start && python tools/bench/bench_kafka.py --bootstrap 127.0.0.1:19092 [--rounds 5]
-    python tools/bench/bench_kafka.py --quick --bootstrap HOST:PORT      # 100k records, the whole run < ~60 s
+    python tools/bench/bench_kafka.py --quick --bootstrap HOST:PORT      # 100k records, the whole run < ~90 s
 
 Throughput: N records of 100 B (one ``binary`` column of random bytes) captured into a one-part Kafka
 stream (``Capture.send`` of ``--batch`` records at time t, then ``advance_to(t + 1)``) and replayed
@@ -10,25 +10,39 @@ rows is one record (plus one Progress record per ``advance_to``). Every case cre
 replication factor: the broker's default) inside its timing. eventlog's cases open their log and writer inside
 their timing too (creating the stream, fencing); the raw producers are made ready before it (``raw_producer``:
 an idempotent producer's first ~0.5 s waiting for its producer id is not timed), so the baselines are as
-strong as they can be. Baselines: the same
-N values of 100 B as N records of a raw confluent-kafka producer (idempotent, ``acks=all``, ``linger.ms=5``):
+strong as they can be. Every raw producer has eventlog's producer settings (idempotent, ``acks=all``,
+``linger.ms=5``; ``connectors/kafka/writer.py``), every raw consumer its reader's consumer settings
+(``connectors.kafka.reader.READ_SETTINGS``, ``fetch.wait.max.ms=20``).
 
-* ``raw produce, txn per batch``: a transactional producer committing every ``--batch`` records — the same
-  durability, atomicity and fencing as eventlog's default ``advance_to`` (which commits the part's transaction
-  and waits for it). **Headline 1**: eventlog capture ÷ this, target ≥ 0.8;
-* ``raw produce, ack per batch``: an idempotent producer flushed after every ``--batch`` records — acknowledged
-  as often as ``advance_to`` is called, without transactions (no atomic visibility, no fencing): shown beside
-  headline 1, to say what the transactions cost;
-* ``raw produce``: pipelined, flushed once at the end (no durability promise until then). **Headline 2**:
-  eventlog capture with ``sync="none"`` (the transaction committed at most every 100 ms and at close:
-  ``connectors/kafka/writer.py``, "Pipelining") ÷ this, target ≥ 0.8;
-* ``raw produce, txn every 100 ms``: a transactional producer committing at most every 100 ms and at the end —
-  what ``sync="none"`` promises, for comparison;
+**The baselines of the headlines: the raw client shipping the same records** ("batched"). A raw producer
+writes each ``--batch``-row batch as ONE record, the batch's Arrow IPC stream written by pyarrow
+(``pa.ipc.new_stream`` into a ``BufferOutputStream``, the buffer handed to ``produce``) with the stream's IPC
+compression (zstd, eventlog's default: the same bytes on the wire as eventlog's value, minus its metadata), and a
+raw consumer reads them back with ``pyarrow.ipc.open_stream`` per record:
 
-and ``raw consume`` (``assign()``, read_committed, until partition EOF) for replay (**headline 3**, eventlog
-replay ÷ raw consume, target ≥ 0.8). Each round runs every case once; within a pair, which side runs first
-alternates from round to round. Ratios are the median of the per-round ratios (``_common.Samples.ratio``),
-with best and spread, and the load average before and after.
+* ``raw batched produce, txn per batch``: a transactional producer committing after every batch — the
+  durability, atomicity and fencing of eventlog's default ``advance_to``. **Headline 1**: eventlog capture ÷
+  this, target ≥ 0.8;
+* ``raw batched produce``: pipelined, flushed once at the end (no durability promise until then).
+  **Headline 2**: eventlog capture with ``sync="none"`` (the transaction committed at most every 100 ms and at
+  close: ``connectors/kafka/writer.py``, "Pipelining") ÷ this, target ≥ 0.8;
+* ``raw batched produce, txn every 100 ms``: committing at the first batch boundary at least 100 ms after the
+  transaction began, and at the end — exactly what ``sync="none"`` promises (information);
+* ``raw batched produce, uncompressed``: pipelined, IPC without compression (pyarrow's default; the bytes of a
+  stream created with ``compression="none"``): what a user whose payload does not compress (as this random
+  payload) would ship (information);
+* ``raw batched consume`` (``assign()``, read_committed, until partition EOF, ``open_stream`` per record) of
+  the pipelined topic. **Headline 3**: eventlog replay ÷ this, target ≥ 0.8; and ``raw batched consume,
+  uncompressed`` of the uncompressed topic (information).
+
+**Per-record baselines (information).** The same N values of 100 B as N records of a raw producer — ``raw
+produce, txn per batch`` (a transaction committed every ``--batch`` records), ``raw produce, ack per batch``
+(flushed every ``--batch`` records, no transactions), ``raw produce`` (pipelined), ``raw produce, txn every 100
+ms`` — and ``raw consume`` (one Python object per record): what a client that does not batch its rows pays.
+
+Each round runs every case once; within a group, which side runs first alternates from round to round.
+Ratios are the median of the per-round ratios (``_common.Samples.ratio``), with best and spread, and the
+load average before and after.
 
 Latency: an epoch of 10 records every ``--latency-interval`` seconds; from the moment ``advance_to`` is
 called in job A (a thread) to the moment ``completed()`` yields that epoch in job B (another thread,
@@ -55,6 +69,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # no
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from capture import Capture  # noqa: E402
+from connectors.kafka.reader import READ_SETTINGS  # noqa: E402
 from eventlog import Messages, open_log  # noqa: E402
 from replay import Replayer  # noqa: E402
 
@@ -113,14 +128,30 @@ def _scratch_topic(bootstrap: str) -> str:
     return _SCRATCH[bootstrap]
 
 
-def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mode: str, interval: float = 0.1) -> str:
-    """Create a topic and produce ``values`` to it with ``p`` (``raw_producer(bootstrap, mode)``). ``mode``:
-    ``pipelined`` (flush at the end), ``acked`` (flush every ``batch`` values), ``txn`` (a transaction committed
-    every ``batch`` values) or ``txn-interval`` (a transaction committed at the first batch boundary at least
-    ``interval`` s after it began, and at the end)."""
+def _new_topic(bootstrap: str) -> str:
+    """A new one-partition topic (the broker's default replication factor), created and answered."""
     topic = f"raw{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1)])[topic].result()
+    return topic
+
+
+def _produce(p: Producer, topic: str, value: Any) -> None:
+    """``p.produce`` of one value, serving delivery reports while the producer's queue is full."""
+    while True:
+        try:
+            p.produce(topic, value=value, partition=0)
+            return
+        except BufferError:
+            p.poll(0.01)
+
+
+def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mode: str, interval: float = 0.1) -> str:
+    """Create a topic and produce ``values`` to it with ``p`` (``raw_producer(bootstrap, mode)``), one record
+    each. ``mode``: ``pipelined`` (flush at the end), ``acked`` (flush every ``batch`` values), ``txn`` (a
+    transaction committed every ``batch`` values) or ``txn-interval`` (a transaction committed at the first
+    batch boundary at least ``interval`` s after it began, and at the end)."""
+    topic = _new_topic(bootstrap)
     txn = mode.startswith("txn")
     began = None
     for start in range(0, len(values), batch):
@@ -128,12 +159,7 @@ def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mo
             p.begin_transaction()
             began = time.monotonic()
         for v in values[start:start + batch]:
-            while True:
-                try:
-                    p.produce(topic, value=v, partition=0)
-                    break
-                except BufferError:
-                    p.poll(0.01)
+            _produce(p, topic, v)
         p.poll(0)
         if mode == "txn" or (mode == "txn-interval" and time.monotonic() - began >= interval):
             p.commit_transaction(30)
@@ -146,10 +172,45 @@ def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mo
     return topic
 
 
-def raw_consume(bootstrap: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.partition.eof": True,
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+def raw_batched_produce(bootstrap: str, p: Producer, batches: list[pa.RecordBatch], mode: str,
+                        options: pa.ipc.IpcWriteOptions, interval: float = 0.1) -> str:
+    """Create a topic and produce each of ``batches`` to it as ONE record: the batch's Arrow IPC stream, written
+    by pyarrow with ``options`` into a buffer handed to the producer as it is. ``mode`` as ``raw_produce``'s,
+    per batch."""
+    topic = _new_topic(bootstrap)
+    txn = mode.startswith("txn")
+    began = None
+    for b in batches:
+        if txn and began is None:
+            p.begin_transaction()
+            began = time.monotonic()
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, b.schema, options=options) as w:
+            w.write_batch(b)
+        _produce(p, topic, sink.getvalue())
+        p.poll(0)
+        if mode == "txn" or (mode == "txn-interval" and time.monotonic() - began >= interval):
+            p.commit_transaction(30)
+            began = None
+        elif mode == "acked":
+            assert p.flush(30) == 0
+    if began is not None:
+        p.commit_transaction(30)
+    assert p.flush(60) == 0
+    return topic
+
+
+def _raw_consumer(bootstrap: str, topic: str) -> Consumer:
+    """A consumer with the settings of eventlog's part readers, assigned ``topic``'s partition 0 from its start."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", **READ_SETTINGS, "fetch.wait.max.ms": 20,
+                  "reconnect.backoff.ms": 10})
     c.assign([TopicPartition(topic, 0, 0)])
+    return c
+
+
+def raw_consume(bootstrap: str, topic: str) -> int:
+    """Read ``topic`` to its end, one Python message object per record; the number of records."""
+    c = _raw_consumer(bootstrap, topic)
     n = 0
     while True:
         msgs = c.consume(10000, timeout=0.05)
@@ -159,6 +220,24 @@ def raw_consume(bootstrap: str, topic: str) -> int:
         n += len(msgs)
     c.close()
     return n
+
+
+def raw_batched_consume(bootstrap: str, topic: str) -> int:
+    """Read ``topic`` to its end, each record's value opened with ``pyarrow.ipc.open_stream``; the number of rows."""
+    c = _raw_consumer(bootstrap, topic)
+    rows, done = 0, False
+    while not done:
+        for m in c.consume(10000, timeout=0.05):
+            err = m.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(err.str())
+                done = True
+                continue
+            for b in pa.ipc.open_stream(m.value()):
+                rows += b.num_rows
+    c.close()
+    return rows
 
 
 def latency(bootstrap: str, epochs: int, interval: float) -> list[float]:
@@ -188,7 +267,19 @@ def latency(bootstrap: str, epochs: int, interval: float) -> list[float]:
 
 RAW = {"raw produce": "pipelined", "raw produce, ack per batch": "acked", "raw produce, txn per batch": "txn",
        "raw produce, txn every 100 ms": "txn-interval"}
-"""The raw producer baselines (module doc) and their ``raw_produce`` modes."""
+"""The per-record raw producer baselines (module doc) and their ``raw_produce`` modes."""
+
+ZSTD = pa.ipc.IpcWriteOptions(compression="zstd")
+PLAIN = pa.ipc.IpcWriteOptions()
+BATCHED = {"raw batched produce": ("pipelined", ZSTD), "raw batched produce, txn per batch": ("txn", ZSTD),
+           "raw batched produce, txn every 100 ms": ("txn-interval", ZSTD),
+           "raw batched produce, uncompressed": ("pipelined", PLAIN)}
+"""The batched raw producer baselines (module doc): their ``raw_batched_produce`` modes and IPC write options."""
+
+
+def broker_count(bootstrap: str) -> int:
+    """How many brokers the cluster at ``bootstrap`` has (its metadata)."""
+    return len(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers)
 
 
 def in_order(rnd: int, *cases: Callable[[], Any]) -> list[Any]:
@@ -207,17 +298,56 @@ def one_round(s: Samples, rnd: int, args: argparse.Namespace, batches: list[pa.R
             return s.run(name, lambda: raw_produce(args.bootstrap, p, values, args.batch, RAW[name]))
         return run
 
+    def batched(name: str) -> Callable[[], str]:
+        mode, options = BATCHED[name]
+
+        def run() -> str:
+            p = raw_producer(args.bootstrap, mode)
+            return s.run(name, lambda: raw_batched_produce(args.bootstrap, p, batches, mode, options))
+        return run
+
     def ours(name: str, sync: str) -> Callable[[], str]:
         return lambda: s.run(name, lambda: ours_produce(args.bootstrap, batches, sync))
 
-    _, uri, _ = in_order(rnd, raw("raw produce, txn per batch"), ours("eventlog capture", "fsync"),
-                         raw("raw produce, ack per batch"))
-    topic, uri_none, _ = in_order(rnd, raw("raw produce"), ours("eventlog capture, sync=none", "none"),
-                                  raw("raw produce, txn every 100 ms"))
-    n_raw, n_ours = in_order(rnd, lambda: s.run("raw consume", lambda: raw_consume(args.bootstrap, topic)),
-                             lambda: s.run("eventlog replay", lambda: ours_consume(uri)))
-    assert n_raw == args.records and n_ours == args.records, (n_raw, n_ours)
+    def consume(name: str, fn: Callable[[str, str], int], topic: str) -> Callable[[], int]:
+        return lambda: s.run(name, lambda: fn(args.bootstrap, topic))
+
+    skip: Callable[[], None] = lambda: None  # noqa: E731 - a per-record case left out (--no-per-record)
+
+    def info(name: str) -> Callable[[], str | None]:
+        return raw(name) if args.per_record else skip
+
+    uri = in_order(rnd, batched("raw batched produce, txn per batch"), ours("eventlog capture", "fsync"),
+                   info("raw produce, txn per batch"), info("raw produce, ack per batch"))[1]
+    topic, uri_none, plain, _ = in_order(rnd, batched("raw batched produce"), ours("eventlog capture, sync=none", "none"),
+                                         batched("raw batched produce, uncompressed"),
+                                         batched("raw batched produce, txn every 100 ms"))
+    raw_topic = in_order(rnd, info("raw produce"), info("raw produce, txn every 100 ms"))[0]
+    rows = in_order(rnd, consume("raw batched consume", raw_batched_consume, topic),
+                    lambda: s.run("eventlog replay", lambda: ours_consume(uri)),
+                    consume("raw batched consume, uncompressed", raw_batched_consume, plain))
+    if raw_topic is not None:
+        rows.append(s.run("raw consume", lambda: raw_consume(args.bootstrap, raw_topic)))
+    assert rows == [args.records] * len(rows), rows
     assert ours_consume(uri_none) == args.records
+
+
+PAIRS: list[tuple[str, str, str | None]] = [  # (case, baseline, headline name or None: information)
+    ("eventlog capture", "raw batched produce, txn per batch",
+     "Kafka capture / raw batched produce, same durability (txn per batch)"),
+    ("eventlog capture, sync=none", "raw batched produce", "Kafka capture sync=none / raw batched produce pipelined"),
+    ("eventlog replay", "raw batched consume", "Kafka replay / raw batched consume (open_stream per record)"),
+    ("eventlog capture, sync=none", "raw batched produce, txn every 100 ms", None),
+    ("eventlog capture, sync=none", "raw batched produce, uncompressed", None),
+    ("eventlog replay", "raw batched consume, uncompressed", None),
+    ("eventlog capture", "raw produce, txn per batch", None),
+    ("eventlog capture", "raw produce, ack per batch", None),
+    ("eventlog capture, sync=none", "raw produce", None),
+    ("eventlog capture, sync=none", "raw produce, txn every 100 ms", None),
+    ("eventlog replay", "raw consume", None),
+]
+"""The ratios printed: the headlines (target ≥ 0.8×) against the batched baselines, then information rows."""
+TARGET = 0.8
 
 
 def main() -> None:
@@ -231,6 +361,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="small sizes: the whole run in about a minute")
     p.add_argument("--latency-epochs", type=int, default=None, help="epochs of the latency run (300; --quick: 30)")
     p.add_argument("--latency-interval", type=float, default=0.01)
+    p.add_argument("--no-per-record", dest="per_record", action="store_false",
+                   help="skip the per-record raw baselines (information rows)")
     args = p.parse_args()
     if args.records is None:
         args.records = 100_000 if args.quick else 1_000_000
@@ -243,30 +375,26 @@ def main() -> None:
     total_bytes = args.records * args.size
     ours_produce(args.bootstrap, batches[:2])  # warm-up (imports, first connections), not timed
     raw_produce(args.bootstrap, raw_producer(args.bootstrap, "txn"), values[:2 * args.batch], args.batch, "txn")
+    raw_batched_consume(args.bootstrap, raw_batched_produce(args.bootstrap, raw_producer(args.bootstrap, "txn"),
+                                                            batches[:2], "txn", ZSTD))
     s = Samples()
     for rnd in range(args.rounds):
         one_round(s, rnd, args, batches, values)
 
-    pairs = [  # (case, baseline, headline name or None, target)
-        ("eventlog capture", "raw produce, txn per batch", "Kafka capture / raw produce, same durability (txn per batch)",
-         0.8),
-        ("eventlog capture", "raw produce, ack per batch", None, None),
-        ("eventlog capture, sync=none", "raw produce", "Kafka capture sync=none / raw produce pipelined", 0.8),
-        ("eventlog capture, sync=none", "raw produce, txn every 100 ms", None, None),
-        ("eventlog replay", "raw consume", "Kafka replay / raw consume", 0.8),
-    ]
     rows = []
     for name in s.names():
         t = s.median(name)
         rows.append([name, fmt_count_rate(args.records, t), fmt_mb_rate(total_bytes, t), f"{t:.3f}", f"{s.best(name):.3f}",
                      f"{s.spread(name):.0%}"])
     ratio_rows = []
-    for case, base, _, target in pairs:
-        r = s.ratio(case, base)
-        ratio_rows.append([f"{case} / {base}", f"{r.median:.2f}x", f"{r.best:.2f}x", f"{r.spread:.0%}",
-                           verdict(r.median, target) if target else "info"])
+    for case, base, title in PAIRS:
+        if s.count(base):
+            r = s.ratio(case, base)
+            ratio_rows.append([f"{case} / {base}", f"{r.median:.2f}x", f"{r.best:.2f}x", f"{r.spread:.0%}",
+                               verdict(r.median, TARGET) if title else "info"])
+    brokers = broker_count(args.bootstrap)
     print(f"{args.records} records of {args.size} B, batches of {args.batch} ({args.records // args.batch} advance_to), "
-          f"{args.rounds} interleaved rounds, broker {args.bootstrap}")
+          f"{args.rounds} interleaved rounds, {brokers} broker(s) {args.bootstrap}")
     print(format_table(["case", "records/s", "MB/s", "median s", "best s", "spread"], rows, markdown=True))
     print()
     print(format_table(["ratio (per-round, ours / raw speed)", "median", "best", "spread", "≥0.8×"], ratio_rows,
@@ -277,9 +405,9 @@ def main() -> None:
         print(f"\nhandoff latency advance_to → completed, {len(lat)} epochs every {args.latency_interval * 1000:.0f} ms: "
               f"p50 {q[0]:.1f} ms, p99 {q[1]:.1f} ms, max {lat[-1] * 1000:.1f} ms")
     print()
-    for case, base, title, target in pairs:
+    for case, base, title in PAIRS:
         if title is not None:
-            print(headline(title, s.ratio(case, base), target, load))
+            print(headline(f"{title}, {brokers} broker{'s' if brokers > 1 else ''}", s.ratio(case, base), TARGET, load))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 
 Runs each benchmark below with ``--quick`` (smaller inputs, the same interleaved rounds), collects the
 ``HEADLINE`` lines they print (``_common.headline``) and prints them as one table, with the load average. The
-Kafka benchmarks get a broker: ``--kafka host:port``, else one this script starts on port 19592 and stops.
+Kafka benchmarks get a broker: ``--kafka host:port``, else one this script starts on port 19592 and stops; the
+Kafka log benchmark runs again on a three-broker cluster (replication factor 3): ``--kafka3 host:port,…``, else
+one this script starts on ports 19892-19894 and stops.
 Full-size figures (the ones in ``BENCHMARKS.md``) come from running each benchmark without ``--quick``.
 
-    python tools/bench/quick.py [--kafka 127.0.0.1:9092] [--only runtime,kafka]
+    python tools/bench/quick.py [--kafka 127.0.0.1:9092] [--kafka3 HOST:PORT,…] [--only runtime,kafka,kafka3]
 """
 
 from __future__ import annotations
@@ -24,45 +26,59 @@ sys.path.insert(0, HERE)
 
 from _common import Load, format_table  # noqa: E402
 
-BENCHES: list[tuple[str, str, bool]] = [
-    # (name for --only, script, needs Kafka)
-    ("file_log", "bench_file_log.py", False),
-    ("replay", "bench_replay.py", False),
-    ("cli_startup", "bench_cli_startup.py", False),
-    ("kafka", "bench_kafka.py", True),
-    ("runtime", "bench_runtime.py", True),
-    ("jvm_tap", "bench_jvm_tap.py", False),
-    ("jvm_read", "bench_jvm_read.py", False),
-    ("jvm_batches", "bench_jvm_batches.py", False),
+BENCHES: list[tuple[str, str, int, list[str]]] = [
+    # (name for --only, script, brokers it needs (0: none), extra arguments)
+    ("file_log", "bench_file_log.py", 0, []),
+    ("replay", "bench_replay.py", 0, []),
+    ("cli_startup", "bench_cli_startup.py", 0, []),
+    ("kafka", "bench_kafka.py", 1, []),
+    ("kafka3", "bench_kafka.py", 3, ["--no-per-record", "--latency-epochs", "0"]),
+    ("runtime", "bench_runtime.py", 1, []),
+    ("jvm_tap", "bench_jvm_tap.py", 0, []),
+    ("jvm_read", "bench_jvm_read.py", 0, []),
+    ("jvm_batches", "bench_jvm_batches.py", 0, []),
 ]
 """The benchmarks with headline figures, in the order they run."""
 
 _HEADLINE = re.compile(r"^HEADLINE (?P<name>.+?): (?P<rest>.*)$")
 BENCH_KAFKA_PORT = 19592
+BENCH_KAFKA3_PORT = 19892
+"""Where this script starts its one-broker and its three-broker cluster (unless given ``--kafka``/``--kafka3``)."""
 
 
 def _kafka_args(script: str, bootstrap: str) -> list[str]:
     return ["--kafka", bootstrap] if script == "bench_runtime.py" else ["--bootstrap", bootstrap]
 
 
+def _broker(action: str, port: int, brokers: int) -> None:
+    """Start (``check``ed) or stop a local cluster of ``brokers`` on ``port``… with ``tools/kafka-broker``."""
+    cmd = [sys.executable, os.path.join(ROOT, "tools", "kafka-broker"), action, "--port", str(port)]
+    subprocess.run(cmd + (["--brokers", str(brokers)] if action == "start" else []), check=action == "start")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kafka", help="host:port of a Kafka broker (default: start one on port 19592)")
+    p.add_argument("--kafka3", help="bootstrap servers of a three-broker Kafka cluster (default: start one on "
+                                    "ports 19892-19894)")
     p.add_argument("--only", help="comma-separated benchmark names: " + ", ".join(b[0] for b in BENCHES))
     args = p.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     chosen = [b for b in BENCHES if only is None or b[0] in only]
-    load, started, rows, failed = Load(), False, [], []
-    bootstrap = args.kafka
+    load, rows, failed = Load(), [], []
+    bootstraps = {1: args.kafka, 3: args.kafka3}
+    ports = {1: BENCH_KAFKA_PORT, 3: BENCH_KAFKA3_PORT}
+    started: list[int] = []
     t0 = time.monotonic()
     try:
-        if bootstrap is None and any(k for _, _, k in chosen):
-            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "kafka-broker"), "start", "--port",
-                            str(BENCH_KAFKA_PORT)], check=True)
-            started, bootstrap = True, f"127.0.0.1:{BENCH_KAFKA_PORT}"
-        for name, script, kafka in chosen:
-            cmd = [sys.executable, os.path.join(HERE, script), "--quick"]
-            cmd += _kafka_args(script, bootstrap) if kafka else []
+        for name, script, brokers, extra in chosen:
+            cmd = [sys.executable, os.path.join(HERE, script), "--quick", *extra]
+            if brokers:
+                if bootstraps[brokers] is None:
+                    _broker("start", ports[brokers], brokers)
+                    started.append(brokers)
+                    bootstraps[brokers] = ",".join(f"127.0.0.1:{ports[brokers] + i}" for i in range(brokers))
+                cmd += _kafka_args(script, bootstraps[brokers])
             print(f"== {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
             sys.stderr.write(proc.stdout)
@@ -71,9 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(f"{name} (exit {proc.returncode}, {len(found)} headlines)")
             rows += [(name, m["name"], m["rest"]) for m in found]
     finally:
-        if started:
-            subprocess.run([sys.executable, os.path.join(ROOT, "tools", "kafka-broker"), "stop", "--port",
-                            str(BENCH_KAFKA_PORT)], check=False)
+        for brokers in started:
+            _broker("stop", ports[brokers], brokers)
     print(format_table(["bench", "headline", "median ratio (best, spread, rounds) / target; load"], rows))
     print(f"{len(rows)} headlines in {time.monotonic() - t0:.0f} s; {load}")
     if failed:

@@ -606,3 +606,22 @@ def test_producer_and_consumer_only_settings_reach_only_their_clients():
     assert "enable.gapless.guarantee" not in t.consumer() and "message.timeout.ms" not in t.consumer()
     assert "enable.gapless.guarantee" not in t.admin() and "fetch.queue.backoff.ms" not in t.admin()
     assert t.producer()["client.id"] == t.consumer()["client.id"] == t.admin()["client.id"] == "x"
+
+
+def test_a_topic_is_asked_about_alone_and_an_absent_one_is_not_listed(kafka_uri, kafka_bootstrap, monkeypatch):
+    log = open_log(kafka_uri)
+    Capture(log, "s", 0, 2, schema=SCHEMA).close()
+    topic = log.target.topic("s")
+    asked: list[str | None] = []
+    list_topics = log._admin.list_topics
+
+    def recording(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        asked.append(kwargs.get("topic"))
+        return list_topics(*args, **kwargs)
+
+    monkeypatch.setattr(log._admin, "list_topics", recording)
+    assert log.partitions(topic) == 2 and log.topic_listed(topic)
+    absent = f"{topic}-absent"
+    assert log.partitions(absent) is None and not log.topic_listed(absent)
+    assert asked == [topic, topic, absent, absent]  # never the whole cluster's metadata for one topic
+    assert absent not in AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
