@@ -47,12 +47,13 @@ def capture_conf(log: "str | os.PathLike[str]", *, operators: str = "exchanges",
     """The Spark settings that capture the chosen ``operators`` (``all``, ``exchanges``, or a comma-separated list
     of ``exchanges``, operator names or types and plan ids) of every query into the file log ``log`` (a local or
     shared-disk path or ``file://`` URI); ``query`` names the queries' streams (default ``q1``, ``q2``, …).
-    ``jar`` defaults to the JVM tap's jar for the installed pyspark (``connectors.spark.jvm.jar_path``)."""
+    ``jar`` defaults to the JVM tap's jar for the installed pyspark (``connectors.spark.jvm.installed_jar``: the
+    package's prebuilt one, else one compiled on first use)."""
     root = _local_root(os.fspath(log))
     if jar is None:
-        from connectors.spark.jvm import jar_path
+        from connectors.spark.jvm import installed_jar
 
-        jar = jar_path()
+        jar = installed_jar()
     conf = {
         "spark.jars": jar,
         "spark.sql.extensions": EXTENSION,

@@ -208,6 +208,14 @@ def prebuilt_jar(spark_version: str) -> str:
     return jar
 
 
+def installed_jar(*, javac: str | None = None) -> str:
+    """The jar to run with the installed pyspark: the prebuilt one for its Spark minor, else one compiled now (a JDK
+    needed; said once); JvmTapUnavailable saying why neither. What ``spark.jars`` names for capture by
+    configuration (``connectors.spark.plan_capture.capture_conf``)."""
+    version, _ = _pyspark()
+    return _jar_for(version, javac)
+
+
 def _listdir(folder: str) -> list[str]:
     try:
         return os.listdir(folder)
@@ -505,8 +513,9 @@ def available(spark: "SparkSession") -> "str | None":
     return None
 
 
-__all__ = ["EVENT_BYTES", "EVENT_ROWS", "LIB", "SUPPORTED_SPARK", "TAP_COMPRESSIONS", "JvmTapUnavailable", "append_batch", "available",
-           "check_spark_version", "jar_path", "jvm_tap", "prebuilt_jar", "prepare", "source_hash"]
+__all__ = ["EVENT_BYTES", "EVENT_ROWS", "LIB", "SUPPORTED_SPARK", "TAP_COMPRESSIONS", "JvmTapUnavailable", "append_batch",
+           "available", "check_spark_version", "installed_jar", "jar_path", "jvm_tap", "prebuilt_jar", "prepare",
+           "source_hash"]
 
 
 from .read import JvmReadUnavailable, read_log  # noqa: E402 - the JVM batch reader builds on the above
