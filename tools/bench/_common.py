@@ -26,6 +26,13 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
+def rotated(cases: "list[Any]", rnd: int) -> "list[Any]":
+    """``cases`` in round ``rnd``'s order: each round starts one case later, so no case always runs first (or
+    always right after a baseline that leaves work behind, such as a Spark query's cleanup)."""
+    k = rnd % len(cases) if cases else 0
+    return list(cases[k:]) + list(cases[:k])
+
+
 class Samples:
     """Wall-clock samples per case name, filled one repetition at a time (so cases can be interleaved)."""
 

@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_join  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
-from _common import ROUNDS, Load, Samples, format_table, headline  # noqa: E402
+from _common import ROUNDS, Load, Samples, format_table, headline, rotated  # noqa: E402
 
 from runtime import Job  # noqa: E402
 
@@ -328,7 +328,7 @@ def main() -> None:
             join_best, join_sweep = bench_join.sweep_ss(spark, inputs, join_sizes, join_ss_seconds)
         for rnd in range(args.rounds):
             print(f"round {rnd + 1}/{args.rounds} ({Load()})", flush=True)
-            for case, channels, interval, chaining in cases:
+            for case, channels, interval, chaining in rotated(cases, rnd):
                 r = run_ours(spark, channels, interval=interval, seconds=seconds, chaining=chaining, **common)
                 runs[case].append(r)
                 steady.add(case, 1 / r["rate"])
@@ -341,7 +341,7 @@ def main() -> None:
             steady.add(SS, 1 / r["rate"])
             e2e.add(SS, 1 / r["rate"])
             print(f"  {SS:<48} {r['rate'] / 1e6:6.2f} M events/s ({r['batches']} micro-batches)", flush=True)
-            for case, interval in join_cases:
+            for case, interval in rotated(join_cases, rnd):
                 r = bench_join.run_ours(spark, "interval", inputs, interval=interval, timeout=timeout)
                 runs[case].append(r)
                 steady.add(case, 1 / r["rate"])
