@@ -29,8 +29,7 @@ commit before the final one (a commit delivers every time completed before its c
 (every 1 s ÷ none) compares since a run without checkpoints commits only at its end. Structured Streaming:
 rows / trigger time after 2 warm-up micro-batches. Every round runs each case and Structured Streaming back to
 back, each round starting one case later (``_common.rotated``; the fixed order before put the checkpointed join
-right after Structured Streaming's query in every round, and its ratio to the unchecked join read 0.77x against
-0.93x rotated); each headline is the median of the per-round ratios (``_common``). The checkpoint cost is said twice: in
+right after Structured Streaming's query in every round); each headline is the median of the per-round ratios (``_common``). The checkpoint cost is said twice: in
 end-to-end rate, and in the CPU the job's tasks used per event (``task_cpu``), which a load on the shared machine
 inflates far less than wall time. ``bench_runtime.py`` runs the interval
 join's two headlines with this module's functions. ``--write`` appends a dated section to
