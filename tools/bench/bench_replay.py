@@ -44,6 +44,7 @@ import argparse
 import datetime
 import glob
 import json
+import math
 import os
 import resource
 import shutil
@@ -218,9 +219,13 @@ def _size(text: str) -> int:
     return n
 
 
+MIN_SAMPLE_S = 0.5
+"""The sweep repeats each case within a sample until it lasts about this long (1M rows replay in ~30 ms)."""
+
+
 def sweep(sizes: list[int], batch: int, rounds: int, folder: str | None) -> None:
     """Plain vs assign at each size (a stream captured per size, removed after it): the median per-round
-    ratio per size, a headline each."""
+    ratio per size, a headline each; a sample repeats its case until it lasts ``MIN_SAMPLE_S``."""
     load = Load()
     results = []
     for rows in sizes:
@@ -230,12 +235,20 @@ def sweep(sizes: list[int], batch: int, rounds: int, folder: str | None) -> None
             total = (rows // PARTS) * PARTS
             cases = [("plain pyarrow.ipc", lambda: plain(root)),
                      ("replay assign (3 workers)", lambda: replay_workers(root, "assign"))]
+            took = 0.0
             for name, fn in cases:  # untimed warm-up
+                t0 = time.perf_counter()
                 assert fn() == total, name
-            s = Samples()
+                took = max(took, time.perf_counter() - t0)
+            reps = max(1, math.ceil(MIN_SAMPLE_S / max(took, 1e-3)))  # each sample >= MIN_SAMPLE_S: tens of ms
+            s = Samples()                                              # are the scheduler's noise, not replay's
+
+            def repeated(fn):  # noqa: ANN001, ANN202
+                return lambda: [fn() for _ in range(reps)][-1]
+
             for k in range(rounds):
                 for name, fn in (cases if k % 2 == 0 else cases[::-1]):
-                    assert s.run(name, fn) == total, name
+                    assert s.run(name, repeated(fn)) == total, name
             ratio = s.ratio("replay assign (3 workers)", "plain pyarrow.ipc")
             results.append((total, s, ratio))
             print(f"  {total:,} rows done: {ratio}", file=sys.stderr, flush=True)
