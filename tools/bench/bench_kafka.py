@@ -57,7 +57,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -146,20 +146,17 @@ def _produce(p: Producer, topic: str, value: Any) -> None:
             p.poll(0.01)
 
 
-def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mode: str, interval: float = 0.1) -> str:
-    """Create a topic and produce ``values`` to it with ``p`` (``raw_producer(bootstrap, mode)``), one record
-    each. ``mode``: ``pipelined`` (flush at the end), ``acked`` (flush every ``batch`` values), ``txn`` (a
-    transaction committed every ``batch`` values) or ``txn-interval`` (a transaction committed at the first
-    batch boundary at least ``interval`` s after it began, and at the end)."""
-    topic = _new_topic(bootstrap)
+def _produce_batches(p: Producer, batches: Iterable[Any], send: Callable[[Any], None], mode: str,
+                     interval: float) -> None:
+    """``send(b)`` for each of ``batches``, committing or flushing as ``mode`` says (``raw_produce``'s modes) after
+    each, and flushing everything at the end."""
     txn = mode.startswith("txn")
     began = None
-    for start in range(0, len(values), batch):
+    for b in batches:
         if txn and began is None:
             p.begin_transaction()
             began = time.monotonic()
-        for v in values[start:start + batch]:
-            _produce(p, topic, v)
+        send(b)
         p.poll(0)
         if mode == "txn" or (mode == "txn-interval" and time.monotonic() - began >= interval):
             p.commit_transaction(30)
@@ -169,6 +166,20 @@ def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mo
     if began is not None:
         p.commit_transaction(30)
     assert p.flush(60) == 0
+
+
+def raw_produce(bootstrap: str, p: Producer, values: list[bytes], batch: int, mode: str, interval: float = 0.1) -> str:
+    """Create a topic and produce ``values`` to it with ``p`` (``raw_producer(bootstrap, mode)``), one record
+    each. ``mode``: ``pipelined`` (flush at the end), ``acked`` (flush every ``batch`` values), ``txn`` (a
+    transaction committed every ``batch`` values) or ``txn-interval`` (a transaction committed at the first
+    batch boundary at least ``interval`` s after it began, and at the end)."""
+    topic = _new_topic(bootstrap)
+
+    def send(group: list[bytes]) -> None:
+        for v in group:
+            _produce(p, topic, v)
+
+    _produce_batches(p, (values[i:i + batch] for i in range(0, len(values), batch)), send, mode, interval)
     return topic
 
 
@@ -178,25 +189,14 @@ def raw_batched_produce(bootstrap: str, p: Producer, batches: list[pa.RecordBatc
     by pyarrow with ``options`` into a buffer handed to the producer as it is. ``mode`` as ``raw_produce``'s,
     per batch."""
     topic = _new_topic(bootstrap)
-    txn = mode.startswith("txn")
-    began = None
-    for b in batches:
-        if txn and began is None:
-            p.begin_transaction()
-            began = time.monotonic()
+
+    def send(b: pa.RecordBatch) -> None:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, b.schema, options=options) as w:
             w.write_batch(b)
         _produce(p, topic, sink.getvalue())
-        p.poll(0)
-        if mode == "txn" or (mode == "txn-interval" and time.monotonic() - began >= interval):
-            p.commit_transaction(30)
-            began = None
-        elif mode == "acked":
-            assert p.flush(30) == 0
-    if began is not None:
-        p.commit_transaction(30)
-    assert p.flush(60) == 0
+
+    _produce_batches(p, batches, send, mode, interval)
     return topic
 
 
