@@ -21,7 +21,7 @@ import dataclasses
 import logging
 import os
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -55,6 +55,9 @@ from .storage import ArrowFsStorage, LocalStorage, S3Storage, Storage, quiet_che
 from .writer import FilePartWriter, Recovery
 
 _log = logging.getLogger("eventlog.files")
+_D = TypeVar("_D")
+"""A stream document's type (``FileLog._read_doc``: the schema history, the retention mark)."""
+
 _HISTORY_TTL_S = 1.0
 """How long a log object trusts the schema history it read (readers meeting a newer schema read it again)."""
 
@@ -236,14 +239,20 @@ class FileLog(Log):
         return history
 
     def _read_history(self, stored: StreamHeader) -> tuple[SchemaHistory | None, str | None]:
-        path = self._schemas_path(stored.stream)
+        return self._read_doc(self._schemas_path(stored.stream), stored.stream, MAX_HISTORY_BYTES,
+                              lambda data, path: SchemaHistory.from_json(data, stored, path=path))
+
+    def _read_doc(self, path: str, stream: str, limit: int,
+                  parse: Callable[[bytes, str], _D]) -> tuple[_D | None, str | None]:
+        """A stream's document at ``path`` (``parse(data, path)``; read up to one byte past ``limit``, so that
+        ``parse`` sees it is too large) and its storage version; ``(None, None)`` when there is none."""
         try:
-            data, version = self._st.read_versioned(path, limit=MAX_HISTORY_BYTES + 1)
+            data, version = self._st.read_versioned(path, limit=limit + 1)
         except FileNotFoundError:
             return None, None
         except OSError as e:
-            raise io_error(e, stream=stored.stream, path=path) from None
-        return SchemaHistory.from_json(data, stored, path=path), version
+            raise io_error(e, stream=stream, path=path) from None
+        return parse(data, path), version
 
     def _update_history(self, stream: str, change: Callable[[SchemaHistory], SchemaHistory]) -> SchemaHistory:
         """Apply ``change`` to the stream's history and store it (``_update_doc``)."""
@@ -376,14 +385,8 @@ class FileLog(Log):
                 time.sleep(0.01)
 
     def _read_retention(self, header: StreamHeader) -> tuple[Retention | None, str | None]:
-        path = self._retention_path(header)
-        try:
-            data, version = self._st.read_versioned(path, limit=MAX_RETENTION_BYTES + 1)
-        except FileNotFoundError:
-            return None, None
-        except OSError as e:
-            raise io_error(e, stream=header.stream, path=path) from None
-        return Retention.from_json(data, header, path=path), version
+        return self._read_doc(self._retention_path(header), header.stream, MAX_RETENTION_BYTES,
+                              lambda data, path: Retention.from_json(data, header, path=path))
 
     def record_retention(self, stream: str, mark: Retention) -> Retention:
         header = self.header(stream)
