@@ -391,8 +391,8 @@ class FilePartReader(PartReader):
 
     def prefetch(self) -> None:
         """Start decoding the first large events of the segment the next read begins with, on the pool threads
-        (``readahead``), doing now what that read does first: open the segment's files again, frame its prefix,
-        check its writer epoch. Anything unusual (no segment yet, a resumed position inside a segment, damage)
+        (``readahead``), doing now what that read does first: open the segment's files, frame its prefix, check
+        its writer epoch. Anything unusual (no segment yet, a resumed position inside a segment, damage)
         leaves the reader as it was, for the read to find and report."""
         if not self._ahead_depth or self._cur is not None:
             return
@@ -404,8 +404,7 @@ class FilePartReader(PartReader):
             assert cur is not None
             if cur.first_seq != self._next:
                 raise LookupError("resuming inside a segment")
-            cur.reopen(forget_prefix=True)
-            cur.files.refresh()
+            cur.files.refresh()  # opened just now: what a read would reopen first is fresh
             if not self._frame(cur):
                 raise LookupError("no whole prefix yet")
             cur.mapped = cur.files.data.map()

@@ -273,6 +273,8 @@ def _check_message(view: memoryview, offset: int, length: int) -> BatchMessage:
 
 
 _EMPTY_SHAPES: dict[bytes, tuple[int, int]] = {}
+_KEEP_SCHEMAS = 64
+"""Distinct segment schema messages a codec remembers parsed (``ArrowCodec._schema_of``)."""
 """``_ArrowSegmentDecoder._empty_shape`` by segment prefix (the last few)."""
 
 _native_empty = _ipc_native.empty if _ipc_native is not None else None
@@ -396,6 +398,8 @@ class ArrowCodec:
         if self.compression not in _IPC_CODECS:
             raise ValueError(f"unknown arrow compression {self.compression!r}: expected one of {tuple(_IPC_CODECS)}")
         self.write_options = ipc.IpcWriteOptions(compression=_IPC_CODECS[self.compression])
+        self._schemas: dict[bytes, pa.Schema] = {}
+        self._matched: set[bytes] = set()
         try:
             self.prefix = header.schema.serialize().to_pybytes()
             self.empty_batch = pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in header.schema],
@@ -409,7 +413,33 @@ class ArrowCodec:
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
         """The key/value metadata a segment's prefix carries (its schema message's custom metadata)."""
-        return dict(self._read_schema(prefix).metadata or {})
+        return dict(self._schema_of(bytes(prefix)).metadata or {})
+
+    def _schema_of(self, message: bytes) -> pa.Schema:
+        """The schema message ``message`` read, each distinct message once per codec (the file log shares a
+        codec among the readers of a stream, and a replay opens every part's segments, which mostly carry the
+        same prefix: ~20 µs a parse, several per segment)."""
+        schemas = self._schemas
+        schema = schemas.get(message)
+        if schema is None:
+            schema = self._read_schema(message)
+            if len(schemas) >= _KEEP_SCHEMAS:
+                schemas.clear()
+            schemas[message] = schema
+        return schema
+
+    def _checked_schema(self, message: bytes, expected: pa.Schema, what: str) -> None:
+        """CorruptLogError unless the schema message ``message`` holds ``expected`` (metadata aside); a message
+        that matched once is not parsed or compared again."""
+        matched = self._matched
+        if message in matched:
+            return
+        schema = self._schema_of(message)
+        if not schema.equals(expected, check_metadata=False):
+            raise CorruptLogError(f"segment schema does not match the stream header{what}:\n{schema}")
+        if len(matched) >= _KEEP_SCHEMAS:
+            matched.clear()
+        matched.add(message)
 
     @staticmethod
     def _read_schema(prefix) -> pa.Schema:  # noqa: ANN001
@@ -433,7 +463,5 @@ class ArrowCodec:
 
     def segment_decoder(self, prefix, part: int | None = None) -> _ArrowSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
-        schema = self._read_schema(prefix)
-        if not schema.equals(self.header.schema, check_metadata=False):
-            raise CorruptLogError(f"segment schema does not match the stream header:\n{schema}")
+        self._checked_schema(prefix, self.header.schema, "")
         return _ArrowSegmentDecoder(self, prefix)

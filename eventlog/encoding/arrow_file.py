@@ -454,7 +454,7 @@ class ArrowFileCodec(ArrowCodec):
                                              self.write_options, records), copy.size)
 
     def segment_metadata(self, prefix) -> dict[bytes, bytes]:  # noqa: ANN001
-        return dict(self._read_schema(self._message_of(prefix)).metadata or {})
+        return dict(self._schema_of(self._message_of(prefix)).metadata or {})
 
     @staticmethod
     def _message_of(prefix) -> bytes:  # noqa: ANN001
@@ -465,10 +465,7 @@ class ArrowFileCodec(ArrowCodec):
 
     def segment_decoder(self, prefix, part: int | None = None) -> _FileSegmentDecoder:  # noqa: ANN001
         prefix = bytes(prefix)
-        schema = self._read_schema(self._message_of(prefix))
-        if not schema.equals(self.schema, check_metadata=False):
-            raise CorruptLogError(f"segment schema does not match the stream header (with _time, _seq):\n"
-                                  f"{schema}")
+        self._checked_schema(self._message_of(prefix), self.schema, " (with _time, _seq)")
         return _FileSegmentDecoder(self, prefix)
 
 
