@@ -15,9 +15,12 @@ from .time import Time, less_equal, less_than
 
 def _minimal(times: Iterable[Time]) -> tuple[Time, ...]:
     """The minimal elements of ``times``, sorted, without duplicates."""
-    unique = sorted(set(times))
-    if unique and isinstance(unique[0], int):
-        return (unique[0],)
+    distinct = set(times)
+    if not distinct:
+        return ()
+    if isinstance(next(iter(distinct)), int):  # int64 times: one minimum (a set holds one time type)
+        return (min(distinct),)
+    unique = sorted(distinct)
     out: list[Time] = []
     for t in unique:  # sorted order: anything <= t comes before t
         if not any(less_equal(m, t) for m in out):
@@ -108,24 +111,38 @@ class MutableAntichain:
 
     def update_iter(self, updates: Iterable[tuple[Time, int]]) -> tuple[tuple[Time, int], ...]:
         """Apply updates; return the frontier's consolidated changes (``+1`` new element, ``-1`` gone)."""
-        batch = ChangeBatch(updates)
-        if batch.is_empty():
+        pending: dict[Time, int] = {}
+        for t, d in updates:
+            if d:
+                pending[t] = pending.get(t, 0) + d
+        changed = sorted((t, d) for t, d in pending.items() if d)
+        if not changed:
             return ()
-        new_counts = dict(self._counts)
-        for t, d in batch.consolidated():
-            c = new_counts.get(t, 0) + d
+        counts = self._counts
+        for t, d in changed:  # every count checked before any is applied
+            c = counts.get(t, 0) + d
             if c < 0:
                 raise ProgressError(f"capability count of time {t!r} would become {c}")
+        times_changed = False  # the frontier depends only on which times hold a count
+        for t, d in changed:
+            c = counts.get(t, 0) + d
             if c:
-                new_counts[t] = c
+                times_changed = times_changed or t not in counts
+                counts[t] = c
             else:
-                new_counts.pop(t, None)
-        old = self._frontier
-        self._counts = new_counts
-        self._frontier = Antichain(new_counts)
-        changes = ChangeBatch((t, -1) for t in old)
-        changes.extend((t, 1) for t in self._frontier)
-        return changes.consolidated()
+                del counts[t]
+                times_changed = True
+        if not times_changed:
+            return ()
+        old, new = self._frontier, Antichain(counts)
+        self._frontier = new
+        if old == new:
+            return ()
+        diff: dict[Time, int] = dict.fromkeys(old, -1)
+        for t in new:
+            if diff.pop(t, None) is None:
+                diff[t] = 1
+        return tuple(sorted(diff.items()))
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={list(self._frontier)!r}, counts={list(self.counts())!r})"
