@@ -8,16 +8,18 @@ decoding, validation and the checksum release the GIL. Only whole, indexed Messa
 (one hand-off to a pool thread for all of them), each chunk by a decoder of its own (an Arrow stream decoder is
 positioned per event, so one decoder never serves two threads at once), each event into a future of its own.
 Everything else, and every event once anything looks unusual, is decoded in place, as before: decoding ahead
-changes when work is done, never what is checked or what is reported. An event that no pool thread has begun
-when the reader comes to it is taken back and decoded by the reader at once (``ReadAhead.take``): the reader
-never waits behind events queued before it, and the pool moves on to later ones. A segment's first events start
+changes when work is done, never what is checked or what is reported. The reader waits for an event the pool
+has not begun yet, up to ``PATIENCE``, rather than take it back at once: the replaying thread runs every event's
+Python (checks, progress, merging) and is the one to keep free; only a pool kept busy elsewhere that long has the
+event taken back and decoded by the reader (``wait``), so a reader never stalls behind it. A segment's first
+events start
 as its first event is read, and a replayer has every part's reader start them before it reads any
 (``prefetch``), so that the parts' first events decode side by side instead of one after another on the
 replaying thread.
 
 ``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader, four by
-default, two while several readers of the process decode ahead); all readers of a process together hold at
-most four events per core decoded ahead (a worker replaying three parts keeps two ahead in each). The pool's threads start, each warmed by decoding a small batch, when a process opens its
+default, three while several readers of the process decode ahead); all readers of a process together hold
+at most six events per core decoded ahead (a worker replaying three parts keeps three ahead in each). The pool's threads start, each warmed by decoding a small batch, when a process opens its
 first file log (``warm``).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Callable
 
 import pyarrow as pa
@@ -44,10 +47,14 @@ LOOK = 8
 CHUNK = 2
 """At most this many events are handed to a pool thread at once (one hand-off, one thread wake-up, for all of
 them), as many as the reader has room for."""
-STEAL = True
-"""An event no pool thread has begun when the reader comes to it is decoded by the reader at once (False: the
-reader waits for the pool, as tests that hold the pool's path to the in-place one need)."""
-PER_CORE = 4
+PATIENCE: float | None = 0.05
+"""Seconds a reader waits for a pool thread to begin the event it comes to before it takes the event back and
+decodes it itself (0: at once; None: never). Taking back at once measured slower on a quiet machine: it put the
+decoding on the replaying thread, which also runs all the per-event Python (1M-row replay by 3 workers: 35.7 ->
+32.7 ms waiting instead; 4M rows 124 -> 117 ms; a lone reader of 2M rows 57.6 -> 55.3 ms). 5 ms was still
+too short on a busy machine (34.3 against 33.1 ms waiting for good); a wait this long means the pool is kept
+busy by other readers or writers of the process, and the reader goes on by itself."""
+PER_CORE = 6
 """Events all readers of a process may hold decoded ahead, per pool thread (``_budget``)."""
 _held = 0
 """Events decoded (or being decoded) ahead and not yet taken, in all readers of the process: a replayer with
@@ -58,10 +65,10 @@ and may run from a garbage collection inside a section that holds it."""
 _live = 0
 """``ReadAhead``s open in the process: a reader alone decodes up to its depth ahead, one among several at most
 ``SHARED_DEPTH``."""
-SHARED_DEPTH = 2
-"""Events ahead per reader while several read at once. Deeper, a worker merging three parts got slower (1M rows:
-60.9 -> 64.3 ms with four; again with chunks of two and eight events per core, 2M rows on a loaded machine),
-while a reader alone got faster (2M rows: 92 -> 89 ms)."""
+SHARED_DEPTH = 3
+"""Events ahead per reader while several read at once. With the reader waiting for the pool (``PATIENCE``),
+three (and six per core) beat two (and four): 1M rows by 3 workers 32.7 -> 31.2 ms, 4M 117.9 -> 116.4 ms;
+four was no better. (With stealing, on a loaded machine, deeper had been slower: 1M rows 60.9 -> 64.3 ms.)"""
 
 
 def _budget() -> int:
@@ -171,6 +178,18 @@ def decode(decoder: SegmentDecoder, mapped: pa.Buffer, offset: int, length: int,
     return seq, event, getattr(decoder, "last_ts", None)
 
 
+def wait(fut: Future) -> "tuple[int, Event, int | None] | None":
+    """What ``decode`` gave for an event handed to the pool (its error raised as ``decode`` raised it); None when
+    no pool thread began it within ``PATIENCE``: it is taken back, for the reader to decode in place."""
+    if PATIENCE is not None:
+        try:
+            return fut.result(timeout=PATIENCE)
+        except FutureTimeout:
+            if fut.cancel():
+                return None
+    return fut.result()
+
+
 def _run_chunk(ahead: "ReadAhead", decoder: SegmentDecoder, mapped: pa.Buffer,
                items: "list[tuple[int, int, int | None, Future]]") -> None:
     """Decode a chunk of a segment's events in order with one decoder, on a pool thread, each into its future
@@ -182,7 +201,7 @@ def _run_chunk(ahead: "ReadAhead", decoder: SegmentDecoder, mapped: pa.Buffer,
             fut.cancel()  # left to the reader (decoded in place if it is read)
             continue
         if not fut.set_running_or_notify_cancel():
-            continue  # the reader took it back before it started (``steal``) and decodes it itself
+            continue  # the reader took it back before it started (``wait``) and decodes it itself
         try:
             fut.set_result(decode(decoder, mapped, offset, length, crc))
         except BaseException as e:  # noqa: BLE001 - handed to the reader, which reports it as in place
@@ -213,15 +232,14 @@ class ReadAhead:
         to be decoded ahead, so the next look resumes there instead of walking them again."""
 
     def take(self, seq: int, offset: int, length: int) -> "Future | None":
-        """The decoding of event ``seq`` at ``offset`` started ahead, if one was (and placed it there), unless
-        no pool thread has begun it yet: then it is taken back (the reader decodes it at once rather than wait
-        behind the events queued before it) and None is returned."""
+        """The decoding of event ``seq`` at ``offset`` handed to the pool, if it was (and placed it there): its
+        result is ``wait``'s."""
         item = self._flight.pop(seq, None)
         if item is None:
             return None
         _give_back(1)
         at, n, fut = item
-        if (at, n) != (offset, length) or (STEAL and fut.cancel()):
+        if (at, n) != (offset, length):
             return None
         return fut
 
@@ -280,4 +298,4 @@ class ReadAhead:
         self.close()
 
 
-__all__ = ["BadChecksum", "CHUNK", "MIN_BYTES", "ReadAhead", "decode"]
+__all__ = ["BadChecksum", "CHUNK", "MIN_BYTES", "ReadAhead", "decode", "wait"]

@@ -582,8 +582,10 @@ class FilePartReader(PartReader):
             got = None
             if ahead is not None:
                 try:
-                    got = ahead.result()
+                    got = readahead.wait(ahead)
                 except CancelledError:  # not decoded ahead after all (an event before it in its chunk failed)
+                    ahead = None
+                if got is None:  # taken back: no pool thread began it in time
                     ahead = None
             if got is not None:
                 seq, event, ts = got

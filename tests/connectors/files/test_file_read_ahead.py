@@ -87,7 +87,7 @@ def large(es: list[ix.IndexEntry]) -> list[ix.IndexEntry]:
 
 def test_an_intact_log_reads_the_same_and_events_are_decoded_ahead(tmp_path, monkeypatch) -> None:
     # the pool decodes what it was handed (on a loaded machine it may start it after the reader comes to it)
-    monkeypatch.setattr(readahead, "STEAL", False)
+    monkeypatch.setattr(readahead, "PATIENCE", None)
     root = str(tmp_path)
     capture(root, 12)
     calls = []
@@ -110,7 +110,7 @@ def test_an_intact_log_reads_the_same_and_events_are_decoded_ahead(tmp_path, mon
 def test_damage_in_an_event_decoded_ahead_is_reported_as_in_place(tmp_path, monkeypatch, seed, steal) -> None:
     """Damage in an event decoded ahead (by the pool; with ``steal``, wherever the reader took events back from
     the pool) is reported exactly as when every event is decoded in place."""
-    monkeypatch.setattr(readahead, "STEAL", steal)
+    monkeypatch.setattr(readahead, "PATIENCE", 0 if steal else None)
     rnd = random.Random(seed)
     root = str(tmp_path)
     capture(root, 10, segment_bytes=rnd.choice([300_000, 1 << 20]))
@@ -155,7 +155,7 @@ def test_a_prefetched_reader_reads_and_reports_as_one_decoding_in_place(tmp_path
     """``prefetch`` starts a segment's first events before the read: whatever the damage (the first event's
     bytes or checksum, the segment's prefix, a cut file, a missing index) and wherever the read starts, the
     prefetched reader yields the same events and ends with the same error as one decoding each in place."""
-    monkeypatch.setattr(readahead, "STEAL", False)  # the first event stays the pool's, however late it starts
+    monkeypatch.setattr(readahead, "PATIENCE", None)  # the first event stays the pool's, however late it starts
     rnd = random.Random(seed)
     root = str(tmp_path)
     capture(root, 8, segment_bytes=rnd.choice([300_000, 1 << 20]))
@@ -448,7 +448,7 @@ def test_a_reader_alone_decodes_four_ahead_and_readers_side_by_side_the_shared_d
 def test_events_go_to_the_pool_in_chunks(tmp_path, monkeypatch) -> None:
     """A reader hands its large events to the pool a chunk at a time (one hand-off for several), each chunk at
     most ``CHUNK`` events of the segment in order, every large event in one chunk at most once."""
-    monkeypatch.setattr(readahead, "STEAL", False)
+    monkeypatch.setattr(readahead, "PATIENCE", None)
     root = str(tmp_path)
     capture(root, 24, segment_bytes=64 << 20)
     chunks: list[list[int]] = []
@@ -471,9 +471,9 @@ def test_events_go_to_the_pool_in_chunks(tmp_path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_reader_does_not_wait_behind_a_busy_pool(tmp_path, monkeypatch, seed) -> None:
-    """While every pool thread is busy elsewhere, a reader takes back the events it handed to the pool and
-    decodes them itself: it reads everything (the same events, the same error after damage) without waiting for
-    the pool, which decodes none of them."""
+    """While every pool thread is busy elsewhere, a reader takes back the events it handed to the pool once it has
+    waited ``readahead.PATIENCE`` for each, and decodes them itself: it reads everything (the same events, the
+    same error after damage) without waiting for the pool to be free, and the pool decodes none of them."""
     rnd = random.Random(seed)
     root = str(tmp_path)
     capture(root, 10, segment_bytes=rnd.choice([300_000, 1 << 20]))
