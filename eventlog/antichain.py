@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from .change_batch import ChangeBatch
 from .errors import ProgressError
 from .time import Time, less_equal, less_than
 
@@ -104,6 +103,10 @@ class MutableAntichain:
     def less_equal(self, t: Time) -> bool:
         """True when ``t`` is in advance of the frontier (not complete)."""
         return self._frontier.less_equal(t)
+
+    def count(self, t: Time) -> int:
+        """The capability count of time ``t`` (0 when none is held)."""
+        return self._counts.get(t, 0)
 
     def is_empty(self) -> bool:
         """True when no capability is held."""

@@ -82,6 +82,10 @@ class PartProgress:
         applied unless a count would become negative (then nothing is)."""
         updates = tuple(updates)
         frontier = self._counts.frontier
+        if frontier and self._obeys(updates, frontier):  # the common case, decided without building the reports
+            if apply:
+                self._counts.update_iter(updates)
+            return []
         out: list[ProgressError] = []
         if frontier.is_empty():
             out.append(self._error("progress after the part finished (its frontier is empty)", seq))
@@ -106,6 +110,18 @@ class PartProgress:
         elif apply:
             self._counts.update_iter(updates)
         return out
+
+    def _obeys(self, updates: tuple[tuple[Time, int], ...], frontier: Antichain) -> bool:
+        """True when ``updates`` break none of ``progress_problems``' rules (a non-empty ``frontier``): times sorted
+        and unique, deltas non-zero, every added time in advance of the frontier, no count below zero."""
+        prev = None
+        for t, d in updates:
+            if d == 0 or (prev is not None and not prev < t):
+                return False
+            if (d > 0 and not frontier.less_equal(t)) or (d < 0 and self._counts.count(t) + d < 0):
+                return False
+            prev = t
+        return True
 
     def messages_problems(self, seq: int | None, time: Time) -> list[ProgressError]:
         """The rule a Messages event at ``time`` (at ``seq``) breaks, if any."""
