@@ -202,3 +202,32 @@ def test_empty_reads_the_counts_and_metadata_pyarrow_reads_and_survives_damage(d
                                                          for k, v in found[3]))
     for n in [0, 1, 8, 16, 64]:
         assert native.empty(rnd.randbytes(n), 0) is None or n >= 8
+
+
+def _plain_ok_in_python(offsets: bytes, data: "bytes | None", offset: int, n: int, width: int, text: bool) -> bool:
+    """What ``plain_ok`` must answer, spelled out: offsets ascending from >= 0 to inside data, ASCII bytes."""
+    if width not in (4, 8) or offset < 0 or n < 0 or (offset + n + 1) * width > len(offsets):
+        return False
+    fmt = "<i" if width == 4 else "<q"
+    o = [struct.unpack_from(fmt, offsets, (offset + i) * width)[0] for i in range(n + 1)]
+    size = len(data) if data is not None else 0
+    if o[0] < 0 or o[-1] > size or any(b < a for a, b in zip(o, o[1:])):
+        return False
+    return not text or o[-1] == o[0] or max(data[o[0]:o[-1]]) < 0x80  # type: ignore[index]
+
+
+@settings(max_examples=600, deadline=None)
+@given(offsets=st.binary(max_size=80), data=st.one_of(st.none(), st.binary(max_size=60)),
+       offset=st.integers(-3, 30), n=st.integers(-3, 30), width=st.sampled_from([4, 8, 0, 3, 16]),
+       text=st.booleans())
+def test_plain_ok_answers_as_its_specification_on_any_bytes(offsets, data, offset, n, width, text) -> None:
+    """``plain_ok`` (the string column pass of ``validate_full``) on arbitrary buffers, positions, counts and
+    widths — out of range ones included — answers what the Python statement of its rule answers, never
+    reading outside the buffers (AddressSanitizer, per the README) and never crashing."""
+    assert native.plain_ok(offsets, data, offset, n, width, text) == _plain_ok_in_python(offsets, data, offset, n,
+                                                                                        width, text)
+
+
+def test_plain_ok_on_huge_positions_is_false() -> None:
+    for offset, n in ((2**62, 1), (1, 2**62), (2**62, 2**62), (0, 2**61)):
+        assert native.plain_ok(b"\0" * 16, b"", offset, n, 8, True) is False
