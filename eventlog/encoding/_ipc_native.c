@@ -421,6 +421,43 @@ static PyObject *empty(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* The OR of len bytes at d, folded into 8 bytes (a byte >= 0x80 anywhere sets a high bit). Built twice on x86:
+ * once for any CPU, once for AVX2 (chosen at run time), as numpy does: the loop is memory-bound and twice as
+ * fast with 32-byte vectors. */
+#define OR_BYTES_BODY                                                                                            \
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                                                     \
+    Py_ssize_t i = 0;                                                                                            \
+    for (; i + 32 <= len; i += 32) {                                                                             \
+        uint64_t w0, w1, w2, w3;                                                                                 \
+        memcpy(&w0, d + i, 8);                                                                                   \
+        memcpy(&w1, d + i + 8, 8);                                                                               \
+        memcpy(&w2, d + i + 16, 8);                                                                              \
+        memcpy(&w3, d + i + 24, 8);                                                                              \
+        a0 |= w0;                                                                                                \
+        a1 |= w1;                                                                                                \
+        a2 |= w2;                                                                                                \
+        a3 |= w3;                                                                                                \
+    }                                                                                                            \
+    for (; i < len; i++) {                                                                                       \
+        a0 |= d[i];                                                                                              \
+    }                                                                                                            \
+    return a0 | a1 | a2 | a3;
+
+static uint64_t or_bytes_any(const uint8_t *d, Py_ssize_t len) { OR_BYTES_BODY }
+
+#if defined(__GNUC__) && defined(__x86_64__)
+__attribute__((target("avx2"))) static uint64_t or_bytes_avx2(const uint8_t *d, Py_ssize_t len) { OR_BYTES_BODY }
+#endif
+
+static uint64_t or_bytes(const uint8_t *d, Py_ssize_t len) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        return or_bytes_avx2(d, len);
+    }
+#endif
+    return or_bytes_any(d, len);
+}
+
 /*
  * plain_ok(offsets, data, offset, n, width, text) -> bool: whether a string or binary column of n values starting
  * at value `offset`, with `width`-byte (4 or 8) offsets in the buffer `offsets` and its bytes in `data` (None: no
@@ -485,16 +522,7 @@ static PyObject *plain_ok(PyObject *self, PyObject *args) {
         }
         if (text && prev > first) {
             const uint8_t *d = (const uint8_t *)data.buf + first;
-            Py_ssize_t len = (Py_ssize_t)(prev - first), i = 0;
-            uint64_t acc = 0;
-            for (; i + 8 <= len; i += 8) {
-                uint64_t w;
-                memcpy(&w, d + i, 8);
-                acc |= w;
-            }
-            for (; i < len; i++) {
-                acc |= d[i];
-            }
+            uint64_t acc = or_bytes(d, (Py_ssize_t)(prev - first));
             ok = (acc & 0x8080808080808080ULL) == 0;
         }
     } while (0);
