@@ -116,7 +116,7 @@ class PartProgress:
         and unique, deltas non-zero, every added time in advance of the frontier, no count below zero."""
         prev = None
         for t, d in updates:
-            if d == 0 or (prev is not None and not prev < t):
+            if d == 0 or (prev is not None and not prev < t):  # type: ignore[operator] # a stream has one time type
                 return False
             if (d > 0 and not frontier.less_equal(t)) or (d < 0 and self._counts.count(t) + d < 0):
                 return False
