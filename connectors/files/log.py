@@ -121,6 +121,22 @@ class FileLog(Log):
         self._headers: dict[str, StreamHeader] = {}
         self._histories: dict[str, tuple[float, SchemaHistory | None]] = {}  # (when read, history) per stream
 
+    # -- files beside the streams ------------------------------------------------------------------------
+
+    def list_aside(self, folder: str) -> list[str]:
+        """The names in ``folder`` (one name, no slash: e.g. ``_plans``, the plan documents of capture by
+        configuration), a folder tools keep beside the streams; empty when there is none."""
+        return self._st.list_dir(self._st.join(self.root, _aside_name(folder)))
+
+    def read_aside(self, folder: str, name: str, limit: int) -> bytes:
+        """The bytes, at most ``limit``, of ``name`` in ``folder`` beside the streams; FileNotFoundError when
+        absent."""
+        return self._st.read_file(self._st.join(self.root, _aside_name(folder), _aside_name(name)), limit)
+
+    def aside_path(self, folder: str, name: str) -> str:
+        """Where ``name`` in ``folder`` beside the streams is, for messages (a path, or a key on an object store)."""
+        return self._st.join(self.root, _aside_name(folder), _aside_name(name))
+
     # -- streams ---------------------------------------------------------------------------------------
 
     def _stream_dir(self, stream: str) -> str:
@@ -544,6 +560,13 @@ class FileLog(Log):
         return FilePartReader(self._st, header, self._part_dir(header, part), part, start, progress_only,
                               history=self.schema_history(stream),
                               reload=lambda: self.schema_history(stream, fresh=True))
+
+
+def _aside_name(name: str) -> str:
+    """``name`` as one component of a path beside the streams (ValueError for separators, ``..`` or nothing)."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(f"{name!r} is not a file or folder name")
+    return name
 
 
 def _count_events(f: SegmentFiles) -> int:

@@ -20,6 +20,7 @@ import os
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+from connectors.files.log import FileLog
 from eventlog.antichain import Antichain
 from eventlog.errors import CorruptLogError, EventLogError, StreamNotFoundError
 from eventlog.events import Messages
@@ -46,10 +47,12 @@ def capture_conf(log: "str | os.PathLike[str]", *, operators: str = "exchanges",
                  jar: str | None = None) -> dict[str, str]:
     """The Spark settings that capture the chosen ``operators`` (``all``, ``exchanges``, or a comma-separated list
     of ``exchanges``, operator names or types and plan ids) of every query into the file log ``log`` (a local or
-    shared-disk path or ``file://`` URI); ``query`` names the queries' streams (default ``q1``, ``q2``, …).
+    shared-disk path or ``file://`` URI; or ``s3://bucket/prefix`` for batch queries, the store's endpoint and
+    credentials then ``spark.eventlog.capture.s3.*``, the ``spark.hadoop.fs.s3a.*`` settings or the driver's AWS
+    environment: docs/spark_capture.md); ``query`` names the queries' streams (default ``q1``, ``q2``, …).
     ``jar`` defaults to the JVM tap's jar for the installed pyspark (``connectors.spark.jvm.installed_jar``: the
     package's prebuilt one, else one compiled on first use)."""
-    root = _local_root(os.fspath(log))
+    root = os.fspath(log) if _on_s3(os.fspath(log)) else _local_root(os.fspath(log))
     if jar is None:
         from connectors.spark.jvm import installed_jar
 
@@ -152,6 +155,11 @@ class CapturedPlan:
     """In plan order: by id, an operator's inputs before it."""
     unused_streams: tuple[str, ...]
     """Streams the query captured whose operators are not in the final plan (a stage AQE did not use)."""
+    streaming_id: str | None = None
+    """A Structured Streaming query's id (its plan is the latest micro-batch's; each micro-batch is a time of its
+    streams); None for a batch query."""
+    batch: int | None = None
+    """A streaming query's latest micro-batch planned (its batch id); None for a batch query."""
 
     def operator(self, op_id: int) -> PlanOperator:
         for op in self.operators:
@@ -160,27 +168,53 @@ class CapturedPlan:
         raise KeyError(op_id)
 
 
+def _on_s3(uri: str) -> bool:
+    return uri.startswith(("s3://", "s3a://"))
+
+
+def _s3_log(log: str) -> "FileLog":
+    """The file log on S3 at ``log`` (its plan documents are read through it)."""
+    lg = open_log("s3://" + log.split("://", 1)[1])
+    if not isinstance(lg, FileLog):
+        raise EventLogError(f"cannot read the captured plans of {log.split('?')[0]}: not a file log")
+    return lg
+
+
+def _read_plan_file(log: str, query: str) -> tuple[bytes, str]:
+    """The bytes (at most the limit + 1) of ``query``'s plan document and where it is; FileNotFoundError."""
+    if _on_s3(log):
+        where = f"{log.split('?')[0].rstrip('/')}/{PLANS_DIR}/{query}.json"
+        return _s3_log(log).read_aside(PLANS_DIR, query + ".json", _MAX_PLAN_BYTES + 1), where
+    path = os.path.join(_local_root(log), PLANS_DIR, query + ".json")
+    with open(path, "rb") as f:
+        return f.read(_MAX_PLAN_BYTES + 1), path
+
+
 def _local_root(uri: str) -> str:
     if uri.startswith("file:"):
         return urllib.parse.unquote(urllib.parse.urlparse(uri).path)
     if "://" in uri:
-        raise EventLogError(f"captured plans are in file logs on a local or shared disk, not {uri.split('?')[0]}")
+        raise EventLogError(f"captured plans are in file logs on a local or shared disk or on S3, not "
+                            f"{uri.split('?')[0]}")
     return os.path.abspath(uri)
 
 
 def plan_names(log: "str | os.PathLike[str]") -> list[str]:
     """The queries with a plan document in the log, in the order they were captured (by the documents'
     ``created``, then name)."""
-    folder = os.path.join(_local_root(os.fspath(log)), PLANS_DIR)
+    uri = os.fspath(log)
     try:
-        names = [n[:-5] for n in os.listdir(folder) if n.endswith(".json") and not n.startswith(".")]
+        if _on_s3(uri):
+            listed = _s3_log(uri).list_aside(PLANS_DIR)
+        else:
+            listed = os.listdir(os.path.join(_local_root(uri), PLANS_DIR))
     except FileNotFoundError:
         return []
+    names = [n[:-5] for n in listed if n.endswith(".json") and not n.startswith(".")]
 
     def created(name: str) -> str:
         try:
-            with open(os.path.join(folder, name + ".json"), "rb") as f:
-                doc = json.loads(f.read(_MAX_PLAN_BYTES) or b"{}")
+            doc = json.loads(_read_plan_file(uri, name)[0][:_MAX_PLAN_BYTES] or b"{}")
             return str(doc.get("created", "~")) if isinstance(doc, dict) else "~"
         except (OSError, ValueError):
             return "~"  # being written, or not a plan: last
@@ -210,10 +244,8 @@ def read_plan(log: "str | os.PathLike[str]", query: str | None = None, *, summar
         if not names:
             raise PlanNotFoundError(f"no captured plan in {os.fspath(log)} (is spark.eventlog.capture.dir set?)")
         query = names[-1]
-    path = os.path.join(_local_root(os.fspath(log)), PLANS_DIR, query + ".json")
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_PLAN_BYTES + 1)
+        data, path = _read_plan_file(os.fspath(log), query)
     except FileNotFoundError:
         raise PlanNotFoundError(f"no captured plan of query {query!r} in {os.fspath(log)} "
                                 f"(queries: {', '.join(names) or 'none'})") from None
@@ -229,14 +261,20 @@ def read_plan(log: "str | os.PathLike[str]", query: str | None = None, *, summar
     if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
         raise CorruptLogError(f"{path} is not an eventlog plan document")
     ops = tuple(sorted((_operator(o, path) for o in doc.get("operators", ())), key=lambda o: o.id))
+    streaming = doc.get("streaming")
+    if streaming is not None and (not isinstance(streaming, dict) or not isinstance(streaming.get("batch", 0), int)):
+        raise CorruptLogError(f"plan document {path} has a malformed 'streaming' entry")
     if summaries:
-        lg = open_log(_local_root(os.fspath(log)))
+        uri = os.fspath(log)
+        lg = open_log(uri if _on_s3(uri) else _local_root(uri))
         ops = tuple(dataclasses.replace(o, summary=summarise_stream(lg, o.stream)) if o.stream else o for o in ops)
     return CapturedPlan(
         query=str(doc.get("query", query)), application=str(doc.get("application", "")),
         execution=str(doc.get("execution", "")), spark=str(doc.get("spark", "")), created=str(doc.get("created", "")),
         roots=tuple(int(r) for r in doc.get("roots", ())), operators=ops,
-        unused_streams=tuple(str(s) for s in doc.get("unused_streams", ())))
+        unused_streams=tuple(str(s) for s in doc.get("unused_streams", ())),
+        streaming_id=None if streaming is None else str(streaming.get("id", "")),
+        batch=None if streaming is None else int(streaming.get("batch", 0)))
 
 
 def summarise_stream(log: Log, stream: str) -> StreamSummary | None:

@@ -55,18 +55,25 @@ def _op_json(op: PlanOperator) -> dict[str, Any]:
     return doc
 
 
-def _state(op: PlanOperator) -> str:
+def _state(op: PlanOperator, streaming: bool = False) -> str:
     if op.stream is None:
         return op.note or ""
     s = op.summary
     if s is None:
         return "not run"
+    if streaming and s.frontier:  # each micro-batch a time: the batches before the frontier are complete
+        low = min(s.frontier)
+        return f"micro-batches before {low} complete" if low else "no micro-batch complete yet"
     return "complete" if not s.frontier else f"{s.finished_parts}/{s.parts} parts finished"
 
 
 def _print(plan: CapturedPlan, others: list[str]) -> None:
-    table = Table(title=f"query {plan.query} (execution {plan.execution}, Spark {plan.spark}, {plan.created})",
-                  title_justify="left")
+    if plan.streaming_id is not None:
+        title = (f"streaming query {plan.query} (id {plan.streaming_id}, plan of micro-batch {plan.batch}, "
+                 f"Spark {plan.spark}; each micro-batch is a time of the streams)")
+    else:
+        title = f"query {plan.query} (execution {plan.execution}, Spark {plan.spark}, {plan.created})"
+    table = Table(title=title, title_justify="left")
     for c, just in (("id", "right"), ("operator", "left"), ("stream", "left"), ("rows", "right"),
                     ("frontier", "left"), ("state", "left")):
         table.add_column(c, justify=just)  # type: ignore[arg-type]
@@ -74,7 +81,7 @@ def _print(plan: CapturedPlan, others: list[str]) -> None:
         s = op.summary
         table.add_row(str(op.id), Text("  " * depth + op.name), Text(op.stream or "-"),
                       "" if s is None else str(s.rows), "" if s is None else frontier_text(s.frontier),
-                      Text(_state(op)))
+                      Text(_state(op, plan.streaming_id is not None)))
     print_rich(table)
     if plan.unused_streams:
         click.echo(f"streams of stages the final plan does not use: {', '.join(plan.unused_streams)}")
@@ -149,6 +156,8 @@ def plan(uri: str, query: str | None, as_json: bool, other: str | None, query_b:
         print_json({"query": captured.query, "application": captured.application, "execution": captured.execution,
                     "spark": captured.spark, "created": captured.created, "roots": list(captured.roots),
                     "operators": [_op_json(op) for op in captured.operators],
-                    "unused_streams": list(captured.unused_streams), "other_queries": others})
+                    "unused_streams": list(captured.unused_streams), "other_queries": others,
+                    "streaming": None if captured.streaming_id is None
+                    else {"id": captured.streaming_id, "batch": captured.batch}})
     else:
         _print(captured, others)

@@ -13,7 +13,8 @@ import scala.runtime.BoxedUnit;
  * Capture by configuration: {@code spark.sql.extensions=eventlog.spark.CaptureExtension} (with the package's jar
  * in {@code spark.jars}) and {@code spark.eventlog.capture.dir} set, the chosen physical operators of every
  * query the session runs are captured into that file log without a change to the query's code (the settings:
- * {@link CaptureSettings}). It injects {@link CaptureRule} as the last step of the session's columnar rules,
+ * {@link CaptureSettings}); a Structured Streaming query's micro-batches are captured each at its batch id
+ * ({@link CaptureStreaming}). The log may be on S3 ({@code s3://bucket/prefix}) for batch queries. It injects {@link CaptureRule} as the last step of the session's columnar rules,
  * which Spark runs on each plan fragment once, in its final form (AQE: each query stage when it is created).
  */
 public final class CaptureExtension extends AbstractFunction1<SparkSessionExtensions, BoxedUnit>

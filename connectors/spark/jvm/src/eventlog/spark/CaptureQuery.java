@@ -73,25 +73,58 @@ final class CaptureQuery {
     private final Map<String, Op> made = new LinkedHashMap<>();
     private final Map<String, Op> opened = new LinkedHashMap<>();
     private final Map<Integer, String> notes = new TreeMap<>();
+    /** The S3 store the log is on (its settings {@link #storeSettings}), or null for a local file log. */
+    private ObjectStore store;
+    private String[] storeSettings;
+    /** The streaming query of a micro-batch's plan ({@link #forMicroBatch}), or null. */
+    final CaptureStreaming streaming;
+    /** The micro-batch (its time), with {@link #streaming}. */
+    final long batch;
+    /** The streaming query's run, with {@link #streaming}. */
+    final String run;
 
     private CaptureQuery(String name, String root, String execution, String spark, String application) {
+        this(name, root, execution, spark, application, null, 0, null);
+    }
+
+    private CaptureQuery(String name, String root, String execution, String spark, String application,
+                         CaptureStreaming streaming, long batch, String run) {
         this.name = name;
         this.root = root;
         this.execution = execution;
         this.spark = spark;
         this.application = application;
+        this.streaming = streaming;
+        this.batch = batch;
+        this.run = run;
+    }
+
+    /**
+     * The plan of micro-batch {@code batch} of a streaming query (run {@code run}): operators numbered afresh
+     * in each micro-batch (the same plan, the same ids), streams shared by all micro-batches
+     * ({@link CaptureStreaming}); the plan document {@code <query>.json} is the latest micro-batch's.
+     */
+    static CaptureQuery forMicroBatch(SparkSession session, CaptureStreaming streaming, long batch, String run)
+            throws IOException {
+        CaptureQuery q = new CaptureQuery(streaming.name, streaming.root, "batch " + batch, session.version(),
+            session.sparkContext().applicationId(), streaming, batch, run);
+        return q;
     }
 
     /** The query of SQL execution {@code execution} (registered at its first fragment, its name claimed then). */
     static CaptureQuery forExecution(SparkSession session, CaptureSettings settings, String execution)
             throws IOException {
-        String key = session.sparkContext().applicationId() + "/" + execution + "/" + settings.root;
+        String key = session.sparkContext().applicationId() + "/" + execution + "/"
+            + (settings.store == null ? "" : "s3://" + settings.store[2] + "/") + settings.root;
         synchronized (QUERIES) {
             CaptureQuery q = QUERIES.get(key);
             if (q == null) {
                 String base = settings.query != null ? streamName(settings.query) : "q" + COUNT.incrementAndGet();
-                q = new CaptureQuery(claim(settings.root, base), settings.root, execution, session.version(),
+                ObjectStore store = ObjectStore.of(settings.store);
+                q = new CaptureQuery(claim(settings.root, store, base), settings.root, execution, session.version(),
                     session.sparkContext().applicationId());
+                q.store = store;
+                q.storeSettings = settings.store;
                 q.writePlan();
                 QUERIES.put(key, q);
             }
@@ -109,7 +142,21 @@ final class CaptureQuery {
     }
 
     /** Claim the first of {@code base}, {@code base-2}, … whose plan document does not exist (created empty). */
-    private static String claim(String root, String base) throws IOException {
+    private static String claim(String root, ObjectStore store, String base) throws IOException {
+        if (store != null) {  // an exclusive create of the empty document
+            Path empty = Files.createTempFile("eventlog-plan", ".json");
+            try {
+                for (int i = 1; i < 10000; i++) {
+                    String name = i == 1 ? base : base + "-" + i;
+                    if (store.put(key(root, PLANS_DIR + "/" + name + ".json"), empty, true)) {
+                        return name;
+                    }
+                }
+            } finally {
+                Files.deleteIfExists(empty);
+            }
+            throw new IOException("no free query name like " + base + " in " + store.display(key(root, PLANS_DIR)));
+        }
         Path plans = Paths.get(root, PLANS_DIR);
         PartCapture.createDirectories(plans);
         for (int i = 1; i < 10000; i++) {
@@ -179,7 +226,13 @@ final class CaptureQuery {
             if (!tried) {
                 tried = true;
                 try {
-                    spec = query.create(this, partitions);
+                    spec = query.streaming != null ? query.streaming.spec(this, partitions, query.batch, query.run)
+                        : query.create(this, partitions);
+                    if (spec != null && query.streaming != null) {
+                        synchronized (query) {
+                            query.opened.put(stream, this);
+                        }
+                    }
                 } catch (IOException | RuntimeException e) {
                     query.note(id, "not captured: " + e);
                     CaptureRule.warn("could not create stream " + stream + " in " + query.root + ": " + e);
@@ -258,23 +311,46 @@ final class CaptureQuery {
         return StreamHeaderJson.schemaMessage(all);
     }
 
+    /** The key of {@code rel} (a path below the log's root) on the store. */
+    static String key(String root, String rel) {
+        return root.isEmpty() ? rel : root + "/" + rel;
+    }
+
+    /** Put {@code data} at {@code rel} below the log's root on the store (only where nothing is: {@code
+     * exclusive}); false when something was. */
+    private boolean putBytes(String rel, byte[] data, boolean exclusive) throws IOException {
+        Path tmp = Files.createTempFile("eventlog-capture", ".json");
+        try {
+            Files.write(tmp, data);
+            return store.put(key(root, rel), tmp, exclusive);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
+    }
+
     /** Create {@code op}'s stream with {@code partitions} parts (one empty finished part for none). */
     private TapSpec create(Op op, int partitions) throws IOException {
         int peers = Math.max(partitions, 1);
-        Path dir = Paths.get(root, op.stream);
-        PartCapture.createDirectories(dir);
         String when = StreamHeaderJson.now();
-        try {
-            Files.write(dir.resolve("_header.json"), StreamHeaderJson.header(op.stream, peers, op.fields, when),
-                StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-        } catch (FileAlreadyExistsException e) {
-            throw new IOException("stream " + op.stream + " exists in " + root + " (captured before)");
+        byte[] header = StreamHeaderJson.header(op.stream, peers, op.fields, when);
+        if (store != null) {
+            if (!putBytes(op.stream + "/_header.json", header, true)) {
+                throw new IOException("stream " + op.stream + " exists in " + store.display(root) + " (captured before)");
+            }
+        } else {
+            Path dir = Paths.get(root, op.stream);
+            PartCapture.createDirectories(dir);
+            try {
+                Files.write(dir.resolve("_header.json"), header, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+            } catch (FileAlreadyExistsException e) {
+                throw new IOException("stream " + op.stream + " exists in " + root + " (captured before)");
+            }
         }
         byte[] nonce = new byte[8];
         RANDOM.nextBytes(nonce);
         TapSpec spec = new TapSpec(root, op.stream, PartCapture.hex(nonce), peers, segmentSchema(op.fields),
             StreamHeaderJson.header(op.stream, 1, op.fields, when), -1, 0, "0", SEGMENT_BYTES, EVENT_ROWS,
-            EVENT_BYTES, true, null);
+            EVENT_BYTES, store == null, storeSettings);
         synchronized (this) {
             opened.put(op.stream, op);
         }
@@ -326,10 +402,22 @@ final class CaptureQuery {
         doc.put("execution", execution);
         doc.put("spark", spark);
         doc.put("created", created);
-        doc.put("time", 0);
+        doc.put("time", streaming != null ? batch : 0);
+        if (streaming != null) {  // the latest micro-batch's plan: each micro-batch is its time
+            Map<String, Object> st = new LinkedHashMap<>();
+            st.put("id", streaming.queryId);
+            st.put("run", run);
+            st.put("batch", batch);
+            doc.put("streaming", st);
+        }
         doc.put("roots", roots);
         doc.put("operators", new ArrayList<Object>(ops.values()));
         doc.put("unused_streams", unused);
+        if (store != null) {  // a put replaces the object whole
+            putBytes(PLANS_DIR + "/" + name + ".json", (CanonicalJson.write(doc) + "\n").getBytes(StandardCharsets.UTF_8),
+                false);
+            return;
+        }
         Path plans = Paths.get(root, PLANS_DIR);
         Path tmp = plans.resolve("." + name + ".json." + PartCapture.hex(new byte[] {(byte) RANDOM.nextInt()})
             + ".tmp");

@@ -64,7 +64,16 @@ final class CaptureRule extends Rule<SparkPlan> {
             warn(e.getMessage());
             return plan;
         }
-        if (settings == null || skipped(plan)) {
+        if (settings == null) {
+            return plan;
+        }
+        String batch = session.sparkContext().getLocalProperty(CaptureStreaming.BATCH_ID);
+        String streamingQuery = session.sparkContext().getLocalProperty(CaptureStreaming.QUERY_ID);
+        if (batch != null && streamingQuery != null
+                && session.sparkContext().getLocalProperty(SQLExecution.EXECUTION_ID_KEY()) == null) {
+            return microBatch(plan, settings, streamingQuery, batch);
+        }
+        if (skipped(plan)) {
             return plan;
         }
         String root = session.sparkContext().getLocalProperty(SQLExecution.EXECUTION_ROOT_ID_KEY());
@@ -81,6 +90,41 @@ final class CaptureRule extends Rule<SparkPlan> {
             return out;
         } catch (Exception e) {
             warn("query not captured: " + e);
+            return plan;
+        }
+    }
+
+    /**
+     * The plan of a Structured Streaming micro-batch ({@code batchId}), prepared outside a SQL execution: its
+     * chosen operators are captured at time {@code batchId} into the query's streams ({@link CaptureStreaming}).
+     * The sink's write node at its root is left as it is (its input is wrapped); continuous processing is not
+     * captured.
+     */
+    private SparkPlan microBatch(SparkPlan plan, CaptureSettings settings, String queryId, String batchId) {
+        if (settings.store != null) {
+            warn("streaming query " + queryId + " not captured: capture by configuration of streaming queries writes "
+                + "file logs on a local or shared disk, not S3");
+            return plan;
+        }
+        if ("true".equals(session.sparkContext().getLocalProperty(CaptureStreaming.CONTINUOUS))) {
+            warn("continuous-processing query " + queryId + " not captured (micro-batch queries only)");
+            return plan;
+        }
+        if (plan.find(p -> p instanceof AdaptiveSparkPlanExec).isDefined()) {
+            return plan;
+        }
+        try {
+            long t = Long.parseLong(batchId);
+            String group = session.sparkContext().getLocalProperty(CaptureStreaming.JOB_GROUP);
+            String run = (group == null ? "run" : group).replaceAll("[^A-Za-z0-9]", "");
+            CaptureStreaming streaming = CaptureStreaming.of(session, settings, queryId);
+            streaming.beginBatch(t, run);
+            CaptureQuery query = CaptureQuery.forMicroBatch(session, streaming, t, run);
+            SparkPlan out = wrap(plan, null, true, query, settings);
+            query.finish(out);
+            return out;
+        } catch (Exception e) {
+            warn("streaming query " + queryId + " micro-batch " + batchId + " not captured: " + e);
             return plan;
         }
     }

@@ -148,6 +148,9 @@ final class PartCapture {
         try {
             this.timeVector = spec.arity == 0 ? null : (ListVector) segmentFields.get(n - 2).createVector(alloc);
             this.files = new PartFiles(stagedPart, schemaMessage, spec.segmentBytes, spec.fsync);
+            if (spec.startSeqs != null) {
+                files.startAt(spec.startSeqs[partition]);
+            }
             if (spec.timeColumn >= 0) {
                 Field f = segmentFields.get(spec.timeColumn);
                 timeName = f.getName();
@@ -428,7 +431,8 @@ final class PartCapture {
             empty.setRowCount(0);
             encoder.encode(empty, false, new String[] {
                 "eventlog.seq", Long.toString(seq), "eventlog.kind", "progress",
-                "eventlog.updates", "[[" + minimum + ", -1]]",
+                "eventlog.updates", spec.startSeqs == null ? "[[" + minimum + ", -1]]"
+                    : "[[" + spec.since + ", -1], [" + (spec.literal[0] + 1) + ", 1]]",
                 "eventlog.ts", Long.toString(System.currentTimeMillis())});
         }
         files.append(encoder.out.buf, encoder.out.len, PartFiles.KIND_PROGRESS);
@@ -527,6 +531,9 @@ final class PartCapture {
     // -- publishing ------------------------------------------------------------------------------------
 
     static Path partDir(TapSpec spec, int part) {
+        if (spec.startSeqs != null) {  // a micro-batch's part: claimed in the batch's staging folder
+            return stagingTop(spec).resolve(spec.stream).resolve(spec.job).resolve("part=" + part);
+        }
         return Paths.get(spec.root, spec.stream, "part=" + part);
     }
 

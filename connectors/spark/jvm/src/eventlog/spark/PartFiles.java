@@ -57,6 +57,14 @@ final class PartFiles implements AutoCloseable {
         return nextSeq;
     }
 
+    /** Number the events from {@code seq} on (a part continued by later segments; before any event only). */
+    void startAt(long seq) {
+        if (data != null || nextSeq != 1 || seq < 1) {
+            throw new IllegalStateException("cannot start part " + dir + " at sequence id " + seq);
+        }
+        nextSeq = seq;
+    }
+
     static String name20(long seq) {
         return String.format("%020d", seq);
     }

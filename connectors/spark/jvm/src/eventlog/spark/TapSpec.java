@@ -43,6 +43,15 @@ public final class TapSpec implements Serializable {
     /** Whether Messages events' buffers are zstd-compressed (the stream's compression {@code zstd}) or stored as
      * they are ({@code none}); FORMAT.md §13. */
     final boolean compress;
+    /**
+     * A micro-batch of capture by configuration ({@link CaptureStreaming}): the sequence id each part's events
+     * start at (the part's next one in the stream), or null for every other tap. With it, a part's Progress
+     * event moves its frontier from {@link #since} to the batch's time + 1, and an attempt that reads its whole
+     * partition claims it in the batch's staging folder ({@link PartCapture#partDir}) for the driver to append.
+     */
+    long[] startSeqs;
+    /** With {@link #startSeqs}: the parts' frontier before the micro-batch. */
+    long since;
 
     /** As the constructor below, for a stream compressed with zstd (the default). */
     public TapSpec(String root, String stream, String job, int peers, byte[] schemaMessage, byte[] stagedHeader,
