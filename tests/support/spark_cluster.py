@@ -56,9 +56,11 @@ class SparkCluster:
     slots = SLOTS
     """Task slots of the cluster's executors (2 workers x 4 cores)."""
 
-    def __init__(self, port: int, data: str) -> None:
+    def __init__(self, port: int, data: str, *, distinct_hosts: bool = False) -> None:
         self.port = port
         self.data = data
+        self.distinct_hosts = distinct_hosts
+        """Worker n on 127.0.0.(n+1): Spark sees two hosts (``tools/spark-cluster --distinct-hosts``)."""
         self.master_url = f"spark://127.0.0.1:{port}"
 
     def run(self, *args: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -72,7 +74,8 @@ class SparkCluster:
 
     def start(self) -> None:
         """Start the master and the workers; returns once the master lists every worker alive."""
-        self.run("start", "--workers", str(WORKERS), "--cores", str(CORES), "--memory", "1g")
+        extra = ["--distinct-hosts"] if self.distinct_hosts else []
+        self.run("start", "--workers", str(WORKERS), "--cores", str(CORES), "--memory", "1g", *extra)
 
     def stop(self) -> None:
         """Stop every daemon (and their executors) and delete the cluster's folder."""
@@ -88,14 +91,15 @@ shared: dict[str, object] = {}
 """The session's cluster (``"cluster"``) and the SparkSession on it (``"session"``), while they run."""
 
 
-def start_cluster() -> SparkCluster:
-    """A new cluster on the first free port block of this pytest process (or ``$EVENTLOG_SPARK_PORT``)."""
+def start_cluster(*, distinct_hosts: bool = False) -> SparkCluster:
+    """A new cluster on the first free port block of this pytest process (or ``$EVENTLOG_SPARK_PORT``); with
+    ``distinct_hosts``, its workers on 127.0.0.2 and 127.0.0.3."""
     env = os.environ.get("EVENTLOG_SPARK_PORT")
     candidates = [int(env)] if env else [17077 + 10 * k for k in range(10 * worker_index(), 10 * worker_index() + 20)]
     port = next((p for p in candidates if all(port_free(q) for q in _ports(p))), None)
     if port is None:
         raise ClusterToolError(f"no free port block for a Spark cluster among {candidates} (set $EVENTLOG_SPARK_PORT)")
-    cluster = SparkCluster(port, tempfile.mkdtemp(prefix=f"eventlog-spark-{port}-"))
+    cluster = SparkCluster(port, tempfile.mkdtemp(prefix=f"eventlog-spark-{port}-"), distinct_hosts=distinct_hosts)
     try:
         cluster.start()
     except BaseException:
