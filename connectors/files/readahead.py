@@ -18,8 +18,8 @@ as its first event is read, and a replayer has every part's reader start them be
 replaying thread.
 
 ``EVENTLOG_READ_AHEAD=0`` turns it off (``EVENTLOG_READ_AHEAD=N``: at most N events ahead per reader, four by
-default, three while several readers of the process decode ahead); all readers of a process together hold
-at most six events per core decoded ahead (a worker replaying three parts keeps three ahead in each). The pool's threads start, each warmed by decoding a small batch, when a process opens its
+default, two while several readers of the process decode ahead); all readers of a process together hold at
+most four events per core decoded ahead (a worker replaying three parts keeps two ahead in each). The pool's threads start, each warmed by decoding a small batch, when a process opens its
 first file log (``warm``).
 """
 
@@ -54,7 +54,7 @@ decoding on the replaying thread, which also runs all the per-event Python (1M-r
 32.7 ms waiting instead; 4M rows 124 -> 117 ms; a lone reader of 2M rows 57.6 -> 55.3 ms). 5 ms was still
 too short on a busy machine (34.3 against 33.1 ms waiting for good); a wait this long means the pool is kept
 busy by other readers or writers of the process, and the reader goes on by itself."""
-PER_CORE = 6
+PER_CORE = 4
 """Events all readers of a process may hold decoded ahead, per pool thread (``_budget``)."""
 _held = 0
 """Events decoded (or being decoded) ahead and not yet taken, in all readers of the process: a replayer with
@@ -65,10 +65,11 @@ and may run from a garbage collection inside a section that holds it."""
 _live = 0
 """``ReadAhead``s open in the process: a reader alone decodes up to its depth ahead, one among several at most
 ``SHARED_DEPTH``."""
-SHARED_DEPTH = 3
-"""Events ahead per reader while several read at once. With the reader waiting for the pool (``PATIENCE``),
-three (and six per core) beat two (and four): 1M rows by 3 workers 32.7 -> 31.2 ms, 4M 117.9 -> 116.4 ms;
-four was no better. (With stealing, on a loaded machine, deeper had been slower: 1M rows 60.9 -> 64.3 ms.)"""
+SHARED_DEPTH = 2
+"""Events ahead per reader while several read at once. Deeper, a worker merging three parts got slower (1M rows:
+60.9 -> 64.3 ms with four, loaded); three, with the reader waiting for the pool (``PATIENCE``), was no faster in
+rounds of rotating order (1M rows 32.4 against 32.7 ms, 4M 120.0 against 117.1 ms) and a first replay in a fresh
+process paid for the fresh pages of the deeper queue in system time (0.74x its steady state, target 0.8)."""
 
 
 def _budget() -> int:
