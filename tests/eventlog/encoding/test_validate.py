@@ -52,13 +52,17 @@ def tampered(typ: pa.DataType, values: list[bytes], offsets_edit: list[tuple[int
                                  null_count=null_count, offset=offset)
 
 
+TAMPERED_STRINGS = dict(
+    typ=st.sampled_from(TYPES),
+    values=st.lists(st.one_of(st.binary(max_size=12), st.text(max_size=6).map(str.encode)), min_size=1, max_size=20),
+    offsets_edit=st.lists(st.tuples(st.integers(0, 40), st.integers(-5, 300)), max_size=2),
+    data_edit=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
+    null_count=st.sampled_from([0, 0, 0, 1]), offset=st.integers(0, 1))
+"""A string or binary column's values, offsets and bytes overwritten, null count, slice (``tampered``)."""
+
+
 @settings(max_examples=400, deadline=None)
-@given(typ=st.sampled_from(TYPES),
-       values=st.lists(st.one_of(st.binary(max_size=12), st.text(max_size=6).map(str.encode)), min_size=1,
-                       max_size=20),
-       offsets_edit=st.lists(st.tuples(st.integers(0, 40), st.integers(-5, 300)), max_size=2),
-       data_edit=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
-       null_count=st.sampled_from([0, 0, 0, 1]), offset=st.integers(0, 1))
+@given(**TAMPERED_STRINGS)
 def test_same_verdict_as_arrow_on_tampered_string_and_binary_columns(typ, values, offsets_edit, data_edit,
                                                                       null_count, offset):
     assert validate._native_plain_ok is not None  # the extension is built: the C pass is the one under test
@@ -66,12 +70,7 @@ def test_same_verdict_as_arrow_on_tampered_string_and_binary_columns(typ, values
 
 
 @settings(max_examples=200, deadline=None)
-@given(typ=st.sampled_from(TYPES),
-       values=st.lists(st.one_of(st.binary(max_size=12), st.text(max_size=6).map(str.encode)), min_size=1,
-                       max_size=20),
-       offsets_edit=st.lists(st.tuples(st.integers(0, 40), st.integers(-5, 300)), max_size=2),
-       data_edit=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
-       null_count=st.sampled_from([0, 0, 0, 1]), offset=st.integers(0, 1))
+@given(**TAMPERED_STRINGS)
 def test_the_numpy_pass_gives_the_same_verdicts_without_the_extension(typ, values, offsets_edit, data_edit,
                                                                         null_count, offset):
     real = validate._native_plain_ok
