@@ -1,13 +1,16 @@
 """Capture by configuration into a log on S3 (``spark.eventlog.capture.dir=s3://bucket/prefix``), against the
 project's real S3-protocol server: every chosen operator's stream and the plan document are objects in the
 bucket, each row captured once when a task attempt fails after its rows went through (the retry finds the part
-published); ``replay plan`` reads the plan from S3; a streaming query into S3 is refused, uncaptured, with its
-rows unchanged."""
+published); ``replay plan`` reads the plan from S3; a Structured Streaming query into S3 has each micro-batch at
+its time, the frontier moving on per micro-batch, each row once across a retried task attempt and a restart from
+the checkpoint that runs a batch again."""
 
 from __future__ import annotations
 
 import os
+import time
 
+import pyarrow.fs as pafs
 import pytest
 from click.testing import CliRunner
 
@@ -78,27 +81,222 @@ def test_every_operator_captured_into_s3_once_with_a_retried_task(cap, s3_bucket
     assert "HashAggregate" in result.output and "complete" in result.output
 
 
-def test_a_streaming_query_into_s3_is_not_captured_and_runs_unchanged(cap, s3_bucket, tmp_path):
+def add_file(src, i: int) -> None:
+    """Input file ``i`` (written aside and renamed in): ids ``100*i .. 100*i + ROWS - 1``."""
+    tmp = src.parent / f".in-{i}.csv"
+    tmp.write_text("".join(f"{n},{n % 3}\n" for n in range(100 * i, 100 * i + ROWS)))
+    os.rename(tmp, src / f"in-{i:04d}.csv")
+
+
+ROWS = 40
+
+
+def expected(i: int) -> list[int]:
+    return [n for n in range(100 * i, 100 * i + ROWS) if n % 2 == 0]
+
+
+def start_stream(cap, src, ckpt: str, name: str, transform=None):
+    df = cap.readStream.schema("id LONG, k LONG").option("maxFilesPerTrigger", 1).csv(str(src))
+    df = df.where("id % 2 = 0").selectExpr("id", "k", "id * 10 as v")
+    if transform is not None:
+        df = transform(df)
+    return df.writeStream.format("noop").queryName(name).option("checkpointLocation", ckpt).start()
+
+
+def ids_by_time(log: str, stream: str) -> dict[int, list[int]]:
+    """Each complete time's captured ids, sorted (duplicates kept)."""
+    out: dict[int, list[int]] = {}
+    for t, table in Replayer(open_log(log), stream).completed():
+        out.setdefault(t, []).extend(table.column("id").to_pylist())
+    return {t: sorted(v) for t, v in out.items()}
+
+
+def frontier(log: str, stream: str) -> list[int]:
+    r = Replayer(open_log(log), stream)
+    for _ in r:
+        pass
+    return list(r.frontier)
+
+
+def wait_frontier(log: str, stream: str, want: int) -> None:
+    """The last committed micro-batch is appended on the query's progress event, delivered asynchronously: wait
+    (a generous deadline) until the stream's frontier got there, or fail saying where it is."""
+    deadline = time.monotonic() + 90
+    while frontier(log, stream) != [want] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert frontier(log, stream) == [want]
+
+
+def staging_keys(log: str) -> list[str]:
+    """The staging objects left (waiting a while: a cancelled attempt may still be removing its upload)."""
+    deadline = time.monotonic() + 90
+    while True:
+        left = [k for k in object_keys(log) if k.startswith(".staging/")]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
+@pytest.fixture
+def streaming(cap):
+    cap.conf.set("spark.sql.shuffle.partitions", "2")
+    try:
+        yield cap
+    finally:
+        cap.conf.unset("spark.sql.shuffle.partitions")
+
+
+def test_a_streaming_query_into_s3_captures_each_micro_batch_at_its_time(streaming, s3_bucket, s3_server, tmp_path):
+    """Three micro-batches: each operator's stream on S3 holds each batch's rows at its batch id, the frontier is
+    3, ``replay plan s3://…`` shows the streaming query, the state is an object under ``_plans``, and nothing is
+    left staged (nor does any object hold the store's secret key)."""
+    cap = streaming
     log = f"{s3_bucket}/streaming"
     cap.conf.set("spark.eventlog.capture.dir", log)
     src = tmp_path / "src"
     src.mkdir()
-    (src / "a.csv").write_text("".join(f"{i},{i % 3}\n" for i in range(10)))
-    q = (
-        cap.readStream.schema("id LONG, k LONG")
-        .csv(str(src))
-        .where("id % 2 = 0")
-        .writeStream.format("memory")
-        .queryName("s3_streaming")
-        .start()
-    )
+    q = start_stream(cap, src, str(tmp_path / "ckpt"), "s3_orders")
     try:
+        for i in range(3):
+            add_file(src, i)
+            q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    plan = read_plan(log, "s3_orders")
+    stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
+    assert stream.startswith("s3_orders.")
+    wait_frontier(log, stream, 3)
+    assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
+    filt = next(op for op in read_plan(log, "s3_orders").operators if op.name == "Filter")
+    assert ids_by_time(log, filt.stream) == {t: expected(t) for t in range(3)}
+    keys = object_keys(log)
+    assert "_plans/s3_orders.state" in keys and "_plans/s3_orders.json" in keys
+    # the part continues over micro-batches: segments numbered from the part's next sequence id
+    segments = sorted(k for k in keys if k.startswith(stream + "/part=0/") and k.endswith(".arrow"))
+    assert len(segments) == 3 and not segments[1].endswith("00000000000000000001.arrow")
+    assert staging_keys(log) == []
+    secret = s3_server.env["AWS_SECRET_ACCESS_KEY"].encode()
+    fs, path = pafs.FileSystem.from_uri(log)
+    for k in keys:
+        with fs.open_input_stream(f"{path}/{k}") as f:
+            assert secret not in f.read(), k
+    out = CliRunner().invoke(main, ["plan", log, "s3_orders"])
+    assert out.exit_code == 0, out.output
+    assert "streaming query s3_orders" in out.output and "micro-batches before 3 complete" in out.output
+
+
+def test_a_streaming_query_into_s3_captures_each_row_once_across_a_retry_and_a_restart(
+        streaming, s3_bucket, tmp_path):
+    """The first attempt of a task of batch 1 fails after its rows went through (the retry's rows are kept, once);
+    then batch 1's commit is removed from the checkpoint and the restarted query runs batch 1 again (the stream
+    holds it already: not captured again), and batch 2 continues the stream."""
+    cap = streaming
+    log = f"{s3_bucket}/streaming-again"
+    cap.conf.set("spark.eventlog.capture.dir", log)
+    src = tmp_path / "src"
+    src.mkdir()
+    ckpt = str(tmp_path / "ckpt")
+    marks = str(tmp_path / "marks")
+    os.mkdir(marks)
+
+    def fail_first(df):
+        def run(batches):
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            batch = ctx.getLocalProperty("streaming.sql.batchId")
+            open(os.path.join(marks, f"b{batch}-p{ctx.partitionId()}-a{ctx.attemptNumber()}"), "w").close()
+            yield from batches
+            if batch == "1" and ctx.attemptNumber() == 0:
+                raise RuntimeError("injected failure after the partition's rows went through")
+
+        return df.mapInArrow(run, df.schema)
+
+    q = start_stream(cap, src, ckpt, "s3_again", fail_first)
+    try:
+        for i in range(2):
+            add_file(src, i)
+            q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert any(m.startswith("b1-") and m.endswith("-a1") for m in os.listdir(marks))  # batch 1's task ran again
+    plan = read_plan(log, "s3_again")
+    stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
+    wait_frontier(log, stream, 2)
+    assert ids_by_time(log, stream) == {t: expected(t) for t in range(2)}
+    for name in ("1", ".1.crc"):
+        path = os.path.join(ckpt, "commits", name)
+        if os.path.exists(path):
+            os.remove(path)
+    q = start_stream(cap, src, ckpt, "s3_again", fail_first)
+    try:
+        q.processAllAvailable()  # batch 1 again
+        assert q.lastProgress["batchId"] == 1
+        add_file(src, 2)
         q.processAllAvailable()
     finally:
         q.stop()
-    assert object_keys(log) == []  # nothing written: refused with a warning
-    cap.conf.set("spark.eventlog.capture.enabled", "false")
+    assert q.exception() is None
+    wait_frontier(log, stream, 3)
+    assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
+    assert staging_keys(log) == []
+
+
+def test_a_streaming_run_into_s3_that_failed_before_committing_its_batch_is_captured_once_on_restart(
+        streaming, s3_bucket, s3_server, tmp_path):
+    """Every attempt of a task of batch 1 fails after its partition was claimed on the store: the query stops
+    with batch 1 uncommitted and its claim left staged (its ``_spec`` object holding no credentials); the
+    restarted run drops that staging, runs batch 1 again and the stream holds it once."""
+    cap = streaming
+    log = f"{s3_bucket}/streaming-failed"
+    cap.conf.set("spark.eventlog.capture.dir", log)
+    src = tmp_path / "src"
+    src.mkdir()
+    ckpt = str(tmp_path / "ckpt")
+    poison = str(tmp_path / "poison")
+
+    def fail_while_poisoned(df):
+        def check(batches):
+            for b in batches:
+                yield b
+            if os.path.exists(poison):
+                raise RuntimeError("injected failure of batch 1")
+
+        return df.mapInArrow(check, df.schema)
+
+    q = start_stream(cap, src, ckpt, "s3_failing", fail_while_poisoned)
     try:
-        assert sorted(r["id"] for r in cap.sql("select id from s3_streaming").collect()) == [0, 2, 4, 6, 8]
+        add_file(src, 0)
+        q.processAllAvailable()
+        open(poison, "w").close()
+        add_file(src, 1)
+        with pytest.raises(Exception, match="injected failure"):
+            q.processAllAvailable()
     finally:
-        cap.conf.unset("spark.eventlog.capture.enabled")
+        q.stop()
+    plan = read_plan(log, "s3_failing")
+    stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
+    # the failed run's claim of batch 1's partition is staged on the store, never appended (not committed)
+    claims = [k for k in object_keys(log) if k.startswith(f".staging/{stream}/b00000000000000000001-")
+              and k.endswith("/part=0")]
+    assert claims
+    spec = claims[0].rsplit("/", 1)[0] + "/_spec"
+    assert spec in object_keys(log)
+    fs, path = pafs.FileSystem.from_uri(log)
+    with fs.open_input_stream(f"{path}/{spec}") as f:
+        assert s3_server.env["AWS_SECRET_ACCESS_KEY"].encode() not in f.read()
+    assert frontier(log, stream) == [1] and ids_by_time(log, stream) == {0: expected(0)}
+    os.remove(poison)
+    q = start_stream(cap, src, ckpt, "s3_failing", fail_while_poisoned)
+    try:
+        q.processAllAvailable()  # batch 1 again
+        add_file(src, 2)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    wait_frontier(log, stream, 3)
+    assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
+    assert staging_keys(log) == []

@@ -108,6 +108,8 @@ final class CaptureQuery {
             throws IOException {
         CaptureQuery q = new CaptureQuery(streaming.name, streaming.root, "batch " + batch, session.version(),
             session.sparkContext().applicationId(), streaming, batch, run);
+        q.store = streaming.store;
+        q.storeSettings = streaming.storeSettings;
         return q;
     }
 

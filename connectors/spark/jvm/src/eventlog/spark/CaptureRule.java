@@ -101,11 +101,6 @@ final class CaptureRule extends Rule<SparkPlan> {
      * captured.
      */
     private SparkPlan microBatch(SparkPlan plan, CaptureSettings settings, String queryId, String batchId) {
-        if (settings.store != null) {
-            warn("streaming query " + queryId + " not captured: capture by configuration of streaming queries writes "
-                + "file logs on a local or shared disk, not S3");
-            return plan;
-        }
         if ("true".equals(session.sparkContext().getLocalProperty(CaptureStreaming.CONTINUOUS))) {
             warn("continuous-processing query " + queryId + " not captured (micro-batch queries only)");
             return plan;

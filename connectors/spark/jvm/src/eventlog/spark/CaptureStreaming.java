@@ -46,6 +46,13 @@ import org.apache.spark.sql.streaming.StreamingQueryListener;
  * where it stopped: a batch appended before is never appended again, a batch staged by a run that failed
  * before committing it is dropped (Spark runs it again).
  *
+ * <p>On an S3 store ({@code s3://bucket/prefix}) the same, with objects: an attempt uploads its sealed segments
+ * below {@code <log>/.staging/<stream>/b<t>-<run>/<p>-<attempt>-<nonce>/} and claims the partition by an exclusive
+ * put of {@code .../part=<p>} naming that folder ({@link PartCapture#claimKey}); the driver appends a claimed part
+ * by putting its segments at the part's keys by exclusive creates (one there with the same bytes is an interrupted
+ * append's), rewrites the state object, then deletes the batch's staging objects. {@code _spec} is an object read
+ * back only through {@link StagedBatch}'s filtered read.
+ *
  * <p>An operator whose partition count grows beyond its stream's parts (fixed at its first micro-batch), or a
  * committed batch with a partition nobody claimed (its output was not read to the end), stops that stream: its
  * frontier stays at that batch, so no reader takes the batch as complete, and a warning says why.
@@ -63,6 +70,9 @@ final class CaptureStreaming {
     private static SparkContext listening;
 
     final String root;
+    /** The S3 store the log is on ({@link #storeSettings}), or null for a local file log. */
+    final ObjectStore store;
+    final String[] storeSettings;
     final String queryId;
     final String name;
     private final Object execution;  // the StreamExecution (its commit log), or null
@@ -76,8 +86,10 @@ final class CaptureStreaming {
         String stopped;
     }
 
-    private CaptureStreaming(String root, String queryId, String name, Object execution) {
+    private CaptureStreaming(String root, String[] storeSettings, String queryId, String name, Object execution) {
         this.root = root;
+        this.storeSettings = storeSettings;
+        this.store = ObjectStore.of(storeSettings);
         this.queryId = queryId;
         this.name = name;
         this.execution = execution;
@@ -85,7 +97,7 @@ final class CaptureStreaming {
 
     /** The capture of streaming query {@code queryId} into the settings' log (its name claimed, state loaded). */
     static CaptureStreaming of(SparkSession session, CaptureSettings settings, String queryId) throws IOException {
-        String key = settings.root + "\n" + queryId;
+        String key = (settings.store == null ? "" : "s3://" + settings.store[2] + "/") + settings.root + "\n" + queryId;
         synchronized (QUERIES) {
             CaptureStreaming s = QUERIES.get(key);
             Object execution = activeQuery(session, queryId);
@@ -98,8 +110,10 @@ final class CaptureStreaming {
                 if (base == null) {
                     base = settings.query != null ? settings.query : queryId;
                 }
-                s = new CaptureStreaming(settings.root, queryId, claim(settings.root, CaptureQuery.streamName(base),
-                    queryId), execution);
+                ObjectStore store = ObjectStore.of(settings.store);
+                String name = store == null ? claim(settings.root, CaptureQuery.streamName(base), queryId)
+                    : claim(store, settings.root, CaptureQuery.streamName(base), queryId);
+                s = new CaptureStreaming(settings.root, settings.store, queryId, name, execution);
                 s.load();
                 QUERIES.put(key, s);
             }
@@ -155,14 +169,62 @@ final class CaptureStreaming {
         throw new IOException("no free query name like " + base + " in " + plans);
     }
 
+    /** {@link #claim(String, String, String)} on a store: the state object is created by an exclusive put. */
+    private static String claim(ObjectStore store, String root, String base, String queryId) throws IOException {
+        Path tmp = Files.createTempFile("eventlog-state", ".txt");
+        try {
+            Files.write(tmp, (STATE_MAGIC + "\nquery-id " + queryId + "\n").getBytes(StandardCharsets.UTF_8));
+            for (int i = 1; i < 10000; i++) {
+                String n = i == 1 ? base : base + "-" + i;
+                String state = CaptureQuery.key(root, CaptureQuery.PLANS_DIR + "/" + n + ".state");
+                if (store.put(state, tmp, true)) {
+                    if (!store.exists(CaptureQuery.key(root, CaptureQuery.PLANS_DIR + "/" + n + ".json"))) {
+                        return n;
+                    }
+                    store.delete(state);  // a batch query's name
+                } else {
+                    byte[] got = store.get(state, STATE_BYTES);
+                    String[] lines = got == null ? new String[0] : new String(got, StandardCharsets.UTF_8).split("\n");
+                    if (lines.length > 1 && lines[1].equals("query-id " + queryId)) {
+                        return n;  // this query's, from an earlier run
+                    }
+                }
+            }
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
+        throw new IOException("no free query name like " + base + " in "
+            + store.display(CaptureQuery.key(root, CaptureQuery.PLANS_DIR)));
+    }
+
+    /** The key of {@code rel} (a path below the log's root) on the store. */
+    private String key(String rel) {
+        return CaptureQuery.key(root, rel);
+    }
+
+    /** Where the state is, for messages. */
+    private String stateWhere() {
+        return store == null ? statePath().toString()
+            : store.display(key(CaptureQuery.PLANS_DIR + "/" + name + ".state"));
+    }
+
     private Path statePath() {
         return Paths.get(root, CaptureQuery.PLANS_DIR, name + ".state");
     }
 
     private void load() throws IOException {
-        List<String> lines = Files.readAllLines(statePath(), StandardCharsets.UTF_8);
+        List<String> lines;
+        if (store != null) {
+            byte[] got = store.get(key(CaptureQuery.PLANS_DIR + "/" + name + ".state"), STATE_BYTES);
+            if (got == null) {
+                throw new IOException("capture state " + stateWhere() + " is missing");
+            }
+            lines = Arrays.asList(new String(got, StandardCharsets.UTF_8).split("\n"));
+        } else {
+            lines = Files.readAllLines(statePath(), StandardCharsets.UTF_8);
+        }
         if (lines.size() < 2 || !lines.get(0).equals(STATE_MAGIC) || !lines.get(1).equals("query-id " + queryId)) {
-            throw new IOException("capture state " + statePath() + " is not this query's (" + queryId + ")");
+            throw new IOException("capture state " + stateWhere() + " is not this query's (" + queryId + ")");
         }
         for (String line : lines.subList(2, lines.size())) {
             String[] f = line.split(" ", 10);  // stream NAME peers N batch T next S,S,… [stopped why]
@@ -181,7 +243,7 @@ final class CaptureStreaming {
                 }
                 streams.put(f[1], st);
             } catch (IllegalArgumentException e) {
-                throw new IOException("capture state " + statePath() + " has a malformed line: " + line);
+                throw new IOException("capture state " + stateWhere() + " has a malformed line: " + line);
             }
         }
     }
@@ -199,6 +261,16 @@ final class CaptureStreaming {
                 out.append(" stopped ").append(st.stopped.replace('\n', ' '));
             }
             out.append('\n');
+        }
+        if (store != null) {  // a put replaces the object whole
+            Path tmp = Files.createTempFile("eventlog-state", ".txt");
+            try {
+                Files.write(tmp, out.toString().getBytes(StandardCharsets.UTF_8));
+                store.put(key(CaptureQuery.PLANS_DIR + "/" + name + ".state"), tmp, false);
+            } finally {
+                Files.deleteIfExists(tmp);
+            }
+            return;
         }
         Path tmp = statePath().resolveSibling("." + name + ".state." + Long.toHexString(RANDOM.nextLong()) + ".tmp");
         Files.write(tmp, out.toString().getBytes(StandardCharsets.UTF_8));
@@ -224,13 +296,21 @@ final class CaptureStreaming {
             st.peers = Math.max(partitions, 1);
             st.next = new long[st.peers];
             Arrays.fill(st.next, 1);
-            Path dir = Paths.get(root, op.stream);
-            PartCapture.createDirectories(dir);
-            try {
-                Files.write(dir.resolve("_header.json"), StreamHeaderJson.header(op.stream, st.peers, op.fields,
-                    StreamHeaderJson.now()), StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-            } catch (FileAlreadyExistsException e) {
-                throw new IOException("stream " + op.stream + " exists in " + root + " (captured by another query)");
+            byte[] header = StreamHeaderJson.header(op.stream, st.peers, op.fields, StreamHeaderJson.now());
+            if (store != null) {
+                if (!putBytes(op.stream + "/_header.json", header, true)) {
+                    throw new IOException("stream " + op.stream + " exists in " + store.display(root)
+                        + " (captured by another query)");
+                }
+            } else {
+                Path dir = Paths.get(root, op.stream);
+                PartCapture.createDirectories(dir);
+                try {
+                    Files.write(dir.resolve("_header.json"), header, StandardOpenOption.CREATE_NEW,
+                        StandardOpenOption.WRITE);
+                } catch (FileAlreadyExistsException e) {
+                    throw new IOException("stream " + op.stream + " exists in " + root + " (captured by another query)");
+                }
             }
             streams.put(op.stream, st);
             save();
@@ -252,9 +332,14 @@ final class CaptureStreaming {
         String job = "b" + PartFiles.name20(t) + "-" + run;
         TapSpec spec = new TapSpec(root, op.stream, job, st.peers, CaptureQuery.segmentSchema(op.fields),
             StreamHeaderJson.header(op.stream, 1, op.fields, StreamHeaderJson.now()), -1, 0, Long.toString(t),
-            CaptureQuery.SEGMENT_BYTES, CaptureQuery.EVENT_ROWS, CaptureQuery.EVENT_BYTES, true, null);
+            CaptureQuery.SEGMENT_BYTES, CaptureQuery.EVENT_ROWS, CaptureQuery.EVENT_BYTES, store == null, storeSettings);
         spec.startSeqs = st.next.clone();
         spec.since = st.batch + 1;
+        if (store != null) {
+            putBytes(PartCapture.STAGING_DIR + "/" + op.stream + "/" + job + "/_spec", StagedBatch.bytes(spec, partitions),
+                false);
+            return spec;
+        }
         Path folder = Paths.get(root, PartCapture.STAGING_DIR, op.stream, job);
         PartCapture.createDirectories(folder);
         StagedBatch.write(folder.resolve("_spec"), spec, partitions);
@@ -267,7 +352,7 @@ final class CaptureStreaming {
         try {
             save();
         } catch (IOException e) {
-            CaptureRule.warn("could not write " + statePath() + ": " + e);
+            CaptureRule.warn("could not write " + stateWhere() + ": " + e);
         }
     }
 
@@ -277,6 +362,10 @@ final class CaptureStreaming {
      * staged for batches from {@code from} on.
      */
     private void appendStaged(long upTo, boolean committed, long from, String run) {
+        if (store != null) {
+            appendStagedObjects(upTo, committed, from, run);
+            return;
+        }
         Path staging = Paths.get(root, PartCapture.STAGING_DIR);
         List<String> names = new ArrayList<>();
         try (Stream<Path> all = Files.list(staging)) {
@@ -409,6 +498,188 @@ final class CaptureStreaming {
                     next = Math.max(next, first + events);
                 }
             }
+        }
+        return next;
+    }
+
+    // -- on an object store ------------------------------------------------------------------------------
+
+    /** The most bytes of a state object read back. */
+    private static final long STATE_BYTES = 16L << 20;
+    /** The most bytes of a claim object (the name of an attempt's folder). */
+    private static final long CLAIM_BYTES = 200;
+    private static final Pattern ATTEMPT = Pattern.compile("(\\d+)-(\\d+)-([0-9a-f]+)");
+
+    /** Put {@code data} at {@code rel} below the log's root on the store (only where nothing is: {@code
+     * exclusive}); false when something was. */
+    private boolean putBytes(String rel, byte[] data, boolean exclusive) throws IOException {
+        Path tmp = Files.createTempFile("eventlog-capture", ".bin");
+        try {
+            Files.write(tmp, data);
+            return store.put(key(rel), tmp, exclusive);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
+    }
+
+    /** {@link #appendStaged} on a store: the staged batches are {@code <root>/.staging/<stream>/b<t>-<run>/}. */
+    private void appendStagedObjects(long upTo, boolean committed, long from, String run) {
+        String staging = key(PartCapture.STAGING_DIR);
+        for (Map.Entry<String, State> e : streams.entrySet()) {
+            String stream = e.getKey();
+            State st = e.getValue();
+            TreeMap<Long, List<String>> batches = new TreeMap<>();
+            try {
+                for (String j : store.folders(staging + "/" + stream)) {
+                    Matcher m = JOB.matcher(j);
+                    if (m.matches()) {
+                        batches.computeIfAbsent(Long.parseLong(m.group(1)), k -> new ArrayList<>()).add(j);
+                    }
+                }
+            } catch (IOException ex) {
+                CaptureRule.warn("could not list " + store.display(staging + "/" + stream) + ": " + ex);
+                continue;
+            }
+            for (Map.Entry<Long, List<String>> b : batches.entrySet()) {
+                long s = b.getKey();
+                for (String job : b.getValue()) {
+                    String prefix = staging + "/" + stream + "/" + job;
+                    boolean ours = job.endsWith("-" + run);
+                    if (s <= st.batch || (from >= 0 && s >= from && !ours)) {
+                        deleteObjects(prefix);  // appended before, or staged by a run that failed
+                    } else if (s <= upTo && (!committed || committed(s))) {
+                        try {
+                            appendObjects(stream, st, s, prefix);
+                        } catch (IOException | RuntimeException ex) {
+                            stop(stream, st, "batch " + s + " could not be appended: " + ex);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /** Remove every object below {@code prefix} (staging: what is left when that fails is only listed again). */
+    private void deleteObjects(String prefix) {
+        try {
+            for (String k : store.listTree(prefix)) {
+                store.delete(prefix + "/" + k);
+            }
+        } catch (IOException e) {
+            CaptureRule.warn("could not remove " + store.display(prefix) + ": " + e);
+        }
+    }
+
+    /**
+     * Append staged batch {@code s} of {@code stream} (its objects below {@code prefix}) to the stream's parts: each
+     * claimed part's segments and indexes are put at the part's keys, each segment by an exclusive create (one
+     * there already is this batch's, put by an append interrupted before the state was written, when its bytes are
+     * the same), then the state is rewritten and the staging removed.
+     */
+    private void appendObjects(String stream, State st, long s, String prefix) throws IOException {
+        if (st.stopped != null) {
+            deleteObjects(prefix);
+            return;
+        }
+        byte[] raw = store.get(prefix + "/_spec", StagedBatch.MAX_BYTES);
+        if (raw == null) {
+            return;  // being planned: its description is put before any task runs
+        }
+        StagedBatch staged = StagedBatch.read(raw, store.display(prefix + "/_spec"));
+        TapSpec spec = new TapSpec(staged.spec, store);
+        int partitions = staged.partitions;
+        if (!spec.stream.equals(stream) || !prefix.endsWith("/" + spec.job) || spec.peers != st.peers
+                || spec.startSeqs == null || spec.startSeqs.length != st.peers) {
+            throw new IOException("staged batch " + store.display(prefix) + " is not a micro-batch of stream "
+                + stream + " with " + st.peers + " parts");
+        }
+        if (spec.since != st.batch + 1 || !Arrays.equals(spec.startSeqs, st.next)) {
+            throw new IOException("staged batch " + s + " continues the stream from " + spec.since
+                + ", but it is at " + (st.batch + 1));
+        }
+        String[] folders = new String[st.peers];
+        for (int p = 0; p < st.peers; p++) {
+            byte[] claim = store.get(PartCapture.claimKey(spec, p), CLAIM_BYTES);
+            if (claim == null) {
+                if (p < partitions) {
+                    deleteObjects(prefix);
+                    stop(stream, st, "partition " + p + " of micro-batch " + s + " was not captured (its output was "
+                        + "not read to the end)");
+                    return;
+                }
+                new PartCapture(spec, p, 0).finish();  // a part without a partition: its frontier moves on
+                claim = store.get(PartCapture.claimKey(spec, p), CLAIM_BYTES);
+            }
+            String folder = claim == null ? "" : new String(claim, StandardCharsets.UTF_8);
+            Matcher m = ATTEMPT.matcher(folder);
+            if (!m.matches() || !m.group(1).equals(Integer.toString(p))) {
+                throw new IOException("claim " + store.display(PartCapture.claimKey(spec, p)) + " of stream " + stream
+                    + " part " + p + " does not name an attempt of that partition");
+            }
+            folders[p] = folder;
+        }
+        long[] next = new long[st.peers];
+        for (int p = 0; p < st.peers; p++) {
+            next[p] = copySegments(stream, p, prefix + "/" + folders[p], st.next[p]);
+        }
+        st.batch = s;
+        st.next = next;
+        save();
+        deleteObjects(prefix);
+    }
+
+    /** Put the sealed segments (each with its index) below {@code src} at part {@code p}'s keys; returns the
+     * part's next sequence id (the staged part's first is {@code first}). */
+    private long copySegments(String stream, int p, String src, long first) throws IOException {
+        List<String> names = store.list(src);
+        String dst = key(stream + "/part=" + p);
+        long next = first;
+        boolean any = false;
+        for (String seg : names) {
+            Matcher m = SEALED.matcher(seg);
+            if (!m.matches()) {
+                continue;
+            }
+            long at = Long.parseLong(m.group(1));
+            if (at < first) {
+                throw new IOException("segment " + store.display(src + "/" + seg) + " of stream " + stream + " part "
+                    + p + " starts before the part's next sequence id " + first);
+            }
+            String index = "_" + m.group(1) + ".index";
+            Path tmp = Files.createTempFile("eventlog-segment", ".arrow");
+            try {
+                if (!store.download(src + "/" + seg, tmp, Long.MAX_VALUE)) {
+                    throw new IOException("segment " + store.display(src + "/" + seg) + " of stream " + stream
+                        + " part " + p + " vanished");
+                }
+                if (!store.put(dst + "/" + seg, tmp, true)) {
+                    byte[] there = store.get(dst + "/" + seg, Files.size(tmp));
+                    if (there == null || !Arrays.equals(there, Files.readAllBytes(tmp))) {
+                        throw new IOException("segment " + store.display(dst + "/" + seg) + " of stream " + stream
+                            + " part " + p + " exists with other bytes (a writer outside this capture?)");
+                    }
+                }
+                byte[] idx = store.get(src + "/" + index, 1L << 30);
+                if (idx != null) {
+                    if (idx.length < 16 || (idx.length - 16) % 32 != 0) {
+                        throw new IOException("index " + store.display(src + "/" + index) + " of stream " + stream
+                            + " part " + p + " has " + idx.length + " bytes, not 16 + 32 per event");
+                    }
+                    Files.write(tmp, idx);
+                    store.put(dst + "/" + index, tmp, false);
+                    next = Math.max(next, at + (idx.length - 16) / 32);
+                } else {
+                    throw new IOException("segment " + store.display(src + "/" + seg) + " of stream " + stream
+                        + " part " + p + " has no index");
+                }
+                any = true;
+            } finally {
+                Files.deleteIfExists(tmp);
+            }
+        }
+        if (!any) {
+            throw new IOException("claimed part " + store.display(src) + " of stream " + stream + " part " + p
+                + " holds no segment");
         }
         return next;
     }

@@ -189,6 +189,21 @@ final class ObjectStore implements Serializable {
 
     /** The names of the objects directly below {@code prefix + "/"} (not below a further {@code /}), sorted. */
     java.util.List<String> list(String prefix) throws IOException {
+        return listing(prefix, "/", false);
+    }
+
+    /** The names of the folders directly below {@code prefix + "/"} (the key prefixes up to a further {@code /},
+     * without it), sorted. */
+    java.util.List<String> folders(String prefix) throws IOException {
+        return listing(prefix, "/", true);
+    }
+
+    /** The keys of every object below {@code prefix + "/"}, relative to it ({@code a/b}), sorted. */
+    java.util.List<String> listTree(String prefix) throws IOException {
+        return listing(prefix, null, false);
+    }
+
+    private java.util.List<String> listing(String prefix, String delimiter, boolean folders) throws IOException {
         String p = prefix.isEmpty() || prefix.endsWith("/") ? prefix : prefix + "/";
         java.util.TreeSet<String> names = new java.util.TreeSet<>();
         String token = null;
@@ -196,7 +211,9 @@ final class ObjectStore implements Serializable {
             java.util.TreeMap<String, String> query = new java.util.TreeMap<>();
             query.put("list-type", "2");
             query.put("prefix", p);
-            query.put("delimiter", "/");
+            if (delimiter != null) {
+                query.put("delimiter", delimiter);
+            }
             if (token != null) {
                 query.put("continuation-token", token);
             }
@@ -205,9 +222,19 @@ final class ObjectStore implements Serializable {
                 throw refused("ListObjectsV2", p, r);
             }
             org.w3c.dom.Document doc = ListXml.parse(r.body, display(p));
-            for (String key : ListXml.texts(doc, "Contents", "Key")) {
-                if (key.startsWith(p) && key.length() > p.length() && key.indexOf('/', p.length()) < 0) {
-                    names.add(key.substring(p.length()));
+            if (folders) {
+                for (String key : ListXml.texts(doc, "CommonPrefixes", "Prefix")) {
+                    if (key.startsWith(p) && key.endsWith("/") && key.length() > p.length() + 1
+                            && key.indexOf('/', p.length()) == key.length() - 1) {
+                        names.add(key.substring(p.length(), key.length() - 1));
+                    }
+                }
+            } else {
+                for (String key : ListXml.texts(doc, "Contents", "Key")) {
+                    if (key.startsWith(p) && key.length() > p.length()
+                            && (delimiter == null || key.indexOf('/', p.length()) < 0)) {
+                        names.add(key.substring(p.length()));
+                    }
                 }
             }
             java.util.List<String> next = ListXml.texts(doc, null, "NextContinuationToken");
@@ -218,6 +245,14 @@ final class ObjectStore implements Serializable {
             token = next.get(0);
         }
         throw new IOException("listing " + display(p) + " did not end");
+    }
+
+    /** Remove the object at {@code key} (nothing when there is none: S3 answers 204 either way). */
+    void delete(String key) throws IOException {
+        Answer r = call(() -> request("DELETE", key, null, EMPTY_SHA256, false).DELETE(), key, ANSWER_BYTES);
+        if (r.status / 100 != 2 && r.status != 404) {
+            throw refused("DeleteObject", key, r);
+        }
     }
 
     private static boolean retryable(int status) {

@@ -575,6 +575,9 @@ final class PartCapture {
 
     /** Whether part {@code part} of the stream exists already (an earlier attempt or evaluation published it). */
     static boolean published(TapSpec spec, int part) throws IOException {
+        if (spec.store != null && spec.startSeqs != null) {  // a micro-batch's part: claimed by its claim object
+            return spec.store.exists(claimKey(spec, part));
+        }
         if (spec.store != null) {
             return spec.store.exists(partKey(spec, part, PartFiles.name20(1) + ".arrow"));  // every part starts so
         }
@@ -612,6 +615,9 @@ final class PartCapture {
      * the first one by an exclusive create, which exactly one of the attempts racing for this part wins.
      */
     private boolean publishObjects() throws IOException {
+        if (spec.startSeqs != null) {
+            return claimObjects();
+        }
         TreeSet<String> segments = new TreeSet<>();
         try (Stream<Path> names = Files.list(stagedPart)) {
             names.map(p -> p.getFileName().toString()).filter(n -> n.matches("[0-9]{20}\\.arrow"))
@@ -638,6 +644,57 @@ final class PartCapture {
             }
         }
         return true;
+    }
+
+    /** The key of the object claiming partition {@code part} of a micro-batch on a store: {@code
+     * <root>/.staging/<stream>/<job>/part=<p>}, holding the name of the claiming attempt's folder beside it. */
+    static String claimKey(TapSpec spec, int part) {
+        return key(spec, STAGING_DIR + "/" + spec.stream + "/" + spec.job + "/part=" + part);
+    }
+
+    /**
+     * A micro-batch's part on a store: put the sealed segments (numbered from the part's next sequence id), each
+     * followed by its index, below the attempt's own folder {@code <root>/.staging/<stream>/<job>/<p>-<attempt>-
+     * <nonce>/}, then claim the partition by an exclusive create of its claim object ({@link #claimKey}) naming
+     * that folder: of the attempts that staged the whole partition exactly one claims it, and a claim names a
+     * complete upload. A loser removes its upload and returns false. The driver appends the claimed part
+     * ({@link CaptureStreaming}).
+     */
+    private boolean claimObjects() throws IOException {
+        TreeSet<String> names = new TreeSet<>();
+        try (Stream<Path> all = Files.list(stagedPart)) {
+            all.map(p -> p.getFileName().toString()).filter(n -> n.matches("[0-9]{20}\\.arrow|_[0-9]{20}\\.index"))
+                .forEach(names::add);
+        }
+        String first = PartFiles.name20(spec.startSeqs[partition]) + ".arrow";
+        if (!names.contains(first)) {
+            throw new IOException("staged part " + stagedPart + " of stream " + spec.stream + " part " + partition
+                + " does not start with its first segment " + first);
+        }
+        String folder = stagingRoot.getFileName().toString();
+        String prefix = key(spec, STAGING_DIR + "/" + spec.stream + "/" + spec.job + "/" + folder);
+        List<String> put = new ArrayList<>();
+        boolean claimed = false;
+        try {
+            for (String name : names) {  // the claim, put last, is what makes them count
+                put.add(prefix + "/" + name);
+                spec.store.put(prefix + "/" + name, stagedPart.resolve(name), false);
+            }
+            Path claim = stagingRoot.resolve("claim");
+            Files.write(claim, folder.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            claimed = spec.store.put(claimKey(spec, partition), claim, true);
+            return claimed;
+        } finally {
+            if (!claimed) {
+                for (String k : put) {
+                    try {
+                        spec.store.delete(k);
+                    } catch (IOException e) {
+                        System.err.println("eventlog JVM tap: could not remove " + spec.store.display(k) + ": " + e);
+                    }
+                }
+            }
+        }
     }
 
     private static boolean nonEmptyDir(Path dir) {

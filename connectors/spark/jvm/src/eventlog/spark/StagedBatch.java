@@ -33,10 +33,18 @@ public final class StagedBatch {
 
     /** Write the description of a batch whose tasks run {@code spec} over {@code partitions} partitions. */
     public static void write(Path file, TapSpec spec, int partitions) throws IOException {
-        try (OutputStream f = Files.newOutputStream(file); ObjectOutputStream o = new ObjectOutputStream(f)) {
-            o.writeObject(spec);
+        Files.write(file, bytes(spec, partitions));
+    }
+
+    /** The description of a batch whose tasks run {@code spec} over {@code partitions} partitions, as bytes (the
+     * {@code _spec} object of a log on an object store). */
+    static byte[] bytes(TapSpec spec, int partitions) throws IOException {
+        java.io.ByteArrayOutputStream f = new java.io.ByteArrayOutputStream();
+        try (ObjectOutputStream o = new ObjectOutputStream(f)) {
+            o.writeObject(spec.store == null ? spec : new TapSpec(spec, null));  // no credentials in the log
             o.writeInt(partitions);
         }
+        return f.toByteArray();
     }
 
     /** The description in {@code file}; an IOException naming the file when it is anything else. */
@@ -46,16 +54,33 @@ public final class StagedBatch {
             throw new IOException(file + " has " + size + " bytes, more than a staged batch's description holds ("
                 + MAX_BYTES + ")");
         }
-        try (InputStream f = Files.newInputStream(file); ObjectInputStream in = new ObjectInputStream(f)) {
+        try (InputStream f = Files.newInputStream(file)) {
+            return read(f, file.toString());
+        }
+    }
+
+    /** The description in {@code data} (read from {@code where}, named in errors): as {@link #read(Path)}. */
+    static StagedBatch read(byte[] data, String where) throws IOException {
+        if (data.length > MAX_BYTES) {
+            throw new IOException(where + " has " + data.length + " bytes, more than a staged batch's description "
+                + "holds (" + MAX_BYTES + ")");
+        }
+        return read(new java.io.ByteArrayInputStream(data), where);
+    }
+
+    private static StagedBatch read(InputStream f, String where) throws IOException {
+        try (ObjectInputStream in = new ObjectInputStream(f)) {
             in.setObjectInputFilter(StagedBatch::specOnly);
             Object spec = in.readObject();
             if (!(spec instanceof TapSpec)) {
-                throw new IOException(file + " is not a staged batch's description (it holds a "
+                throw new IOException(where + " is not a staged batch's description (it holds a "
                     + (spec == null ? "null" : spec.getClass().getName()) + ")");
             }
             return new StagedBatch((TapSpec) spec, in.readInt());
         } catch (InvalidClassException | ClassNotFoundException e) {
-            throw new IOException(file + " is not a staged batch's description: " + e.getMessage());
+            throw new IOException(where + " is not a staged batch's description: " + e.getMessage());
+        } catch (java.io.StreamCorruptedException | java.io.EOFException e) {
+            throw new IOException(where + " is not a staged batch's description: " + e);
         }
     }
 

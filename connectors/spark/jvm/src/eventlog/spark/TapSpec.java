@@ -53,6 +53,28 @@ public final class TapSpec implements Serializable {
     /** With {@link #startSeqs}: the parts' frontier before the micro-batch. */
     long since;
 
+    /** A copy of {@code o} on {@code store} (null: none), as a staged micro-batch's description is written (no
+     * credentials in the log) and read back ({@link StagedBatch}). */
+    TapSpec(TapSpec o, ObjectStore store) {
+        this.root = o.root;
+        this.store = store;
+        this.stream = o.stream;
+        this.job = o.job;
+        this.peers = o.peers;
+        this.schemaMessage = o.schemaMessage;
+        this.stagedHeader = o.stagedHeader;
+        this.timeColumn = o.timeColumn;
+        this.arity = o.arity;
+        this.literal = o.literal;
+        this.segmentBytes = o.segmentBytes;
+        this.eventRows = o.eventRows;
+        this.eventBytes = o.eventBytes;
+        this.fsync = o.fsync;
+        this.compress = o.compress;
+        this.startSeqs = o.startSeqs == null ? null : o.startSeqs.clone();
+        this.since = o.since;
+    }
+
     /** As the constructor below, for a stream compressed with zstd (the default). */
     public TapSpec(String root, String stream, String job, int peers, byte[] schemaMessage, byte[] stagedHeader,
                    int timeColumn, int arity, String literal, long segmentBytes, int eventRows, long eventBytes,
