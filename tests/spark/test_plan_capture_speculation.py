@@ -81,7 +81,9 @@ def two_host_cluster():
         cluster.stop()
 
 
-def test_a_speculative_copy_of_a_task_captures_each_row_once(two_host_cluster, tmp_path, jvm):
+def test_a_speculative_copy_of_a_task_captures_each_row_once(two_host_cluster, tmp_path):
+    # no local session here (no ``spark``/``jvm`` fixture): this module runs in the cluster group's process, where
+    # the cluster's session stops any local SparkContext, which later local-mode tests of that process would share
     log, marks = str(tmp_path / "log"), str(tmp_path / "marks")
     os.mkdir(marks)
     env = dict(os.environ, PYTHONPATH=ROOT, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
