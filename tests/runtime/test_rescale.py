@@ -45,7 +45,9 @@ def test_rescaled_run_resumed_from_checkpoints(tmp_path):
     """Each step really resumes: the second run restores the first run's last checkpoint (its state
     files are read with the old parallelism) and does not start over."""
     out, ch, ck = str(tmp_path / "out"), str(tmp_path / "ch"), str(tmp_path / "ck")
-    first = wordcount_job("resume", out, counter=2, items=300, delay=0.001).run(
+    # the first run's source is paced to last ~6 s, so that it is still running when its second checkpoint
+    # completes even on a busy machine (paced at 0.3 s, it sometimes finished first: status "finished")
+    first = wordcount_job("resume", out, counter=2, items=300, delay=0.02).run(
         channels=ch, checkpoints=ck, checkpoint_interval=0.05, stop_after_checkpoints=2, timeout=60)
     assert first.status == "stopped"
     done_before = first.tasks["source.0"]["records_in"]
