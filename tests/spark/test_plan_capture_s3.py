@@ -18,6 +18,15 @@ from connectors.spark.plan_capture import capture_session, plan_names, read_plan
 from eventlog import open_log
 from replay import Replayer
 from replay.cli import main
+from tests.support.streaming_capture import (
+    add_file,
+    expected,
+    fail_first_attempt,
+    frontier,
+    ids_by_time,
+    start_stream,
+    wait_frontier,
+)
 
 from .conftest import object_keys
 
@@ -81,52 +90,6 @@ def test_every_operator_captured_into_s3_once_with_a_retried_task(cap, s3_bucket
     assert "HashAggregate" in result.output and "complete" in result.output
 
 
-def add_file(src, i: int) -> None:
-    """Input file ``i`` (written aside and renamed in): ids ``100*i .. 100*i + ROWS - 1``."""
-    tmp = src.parent / f".in-{i}.csv"
-    tmp.write_text("".join(f"{n},{n % 3}\n" for n in range(100 * i, 100 * i + ROWS)))
-    os.rename(tmp, src / f"in-{i:04d}.csv")
-
-
-ROWS = 40
-
-
-def expected(i: int) -> list[int]:
-    return [n for n in range(100 * i, 100 * i + ROWS) if n % 2 == 0]
-
-
-def start_stream(cap, src, ckpt: str, name: str, transform=None):
-    df = cap.readStream.schema("id LONG, k LONG").option("maxFilesPerTrigger", 1).csv(str(src))
-    df = df.where("id % 2 = 0").selectExpr("id", "k", "id * 10 as v")
-    if transform is not None:
-        df = transform(df)
-    return df.writeStream.format("noop").queryName(name).option("checkpointLocation", ckpt).start()
-
-
-def ids_by_time(log: str, stream: str) -> dict[int, list[int]]:
-    """Each complete time's captured ids, sorted (duplicates kept)."""
-    out: dict[int, list[int]] = {}
-    for t, table in Replayer(open_log(log), stream).completed():
-        out.setdefault(t, []).extend(table.column("id").to_pylist())
-    return {t: sorted(v) for t, v in out.items()}
-
-
-def frontier(log: str, stream: str) -> list[int]:
-    r = Replayer(open_log(log), stream)
-    for _ in r:
-        pass
-    return list(r.frontier)
-
-
-def wait_frontier(log: str, stream: str, want: int) -> None:
-    """The last committed micro-batch is appended on the query's progress event, delivered asynchronously: wait
-    (a generous deadline) until the stream's frontier got there, or fail saying where it is."""
-    deadline = time.monotonic() + 90
-    while frontier(log, stream) != [want] and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert frontier(log, stream) == [want]
-
-
 def staging_keys(log: str) -> list[str]:
     """The staging objects left (waiting a while: a cancelled attempt may still be removing its upload)."""
     deadline = time.monotonic() + 90
@@ -166,7 +129,7 @@ def test_a_streaming_query_into_s3_captures_each_micro_batch_at_its_time(streami
     plan = read_plan(log, "s3_orders")
     stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
     assert stream.startswith("s3_orders.")
-    wait_frontier(log, stream, 3)
+    wait_frontier(log, stream, 3, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
     filt = next(op for op in read_plan(log, "s3_orders").operators if op.name == "Filter")
     assert ids_by_time(log, filt.stream) == {t: expected(t) for t in range(3)}
@@ -200,18 +163,7 @@ def test_a_streaming_query_into_s3_captures_each_row_once_across_a_retry_and_a_r
     marks = str(tmp_path / "marks")
     os.mkdir(marks)
 
-    def fail_first(df):
-        def run(batches):
-            from pyspark import TaskContext
-
-            ctx = TaskContext.get()
-            batch = ctx.getLocalProperty("streaming.sql.batchId")
-            open(os.path.join(marks, f"b{batch}-p{ctx.partitionId()}-a{ctx.attemptNumber()}"), "w").close()
-            yield from batches
-            if batch == "1" and ctx.attemptNumber() == 0:
-                raise RuntimeError("injected failure after the partition's rows went through")
-
-        return df.mapInArrow(run, df.schema)
+    fail_first = fail_first_attempt(marks)
 
     q = start_stream(cap, src, ckpt, "s3_again", fail_first)
     try:
@@ -224,7 +176,7 @@ def test_a_streaming_query_into_s3_captures_each_row_once_across_a_retry_and_a_r
     assert any(m.startswith("b1-") and m.endswith("-a1") for m in os.listdir(marks))  # batch 1's task ran again
     plan = read_plan(log, "s3_again")
     stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
-    wait_frontier(log, stream, 2)
+    wait_frontier(log, stream, 2, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(2)}
     for name in ("1", ".1.crc"):
         path = os.path.join(ckpt, "commits", name)
@@ -239,7 +191,7 @@ def test_a_streaming_query_into_s3_captures_each_row_once_across_a_retry_and_a_r
     finally:
         q.stop()
     assert q.exception() is None
-    wait_frontier(log, stream, 3)
+    wait_frontier(log, stream, 3, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
     assert staging_keys(log) == []
 
@@ -297,6 +249,6 @@ def test_a_streaming_run_into_s3_that_failed_before_committing_its_batch_is_capt
     finally:
         q.stop()
     assert q.exception() is None
-    wait_frontier(log, stream, 3)
+    wait_frontier(log, stream, 3, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
     assert staging_keys(log) == []

@@ -6,7 +6,6 @@ has parts stops the stream at its frontier."""
 
 from __future__ import annotations
 
-import collections
 import glob
 import json
 import os
@@ -17,13 +16,20 @@ from click.testing import CliRunner
 
 from connectors.spark.plan_capture import capture_session, read_plan
 from eventlog import open_log
-from replay import Replayer
 from replay.cli import main
+from tests.support.streaming_capture import (
+    ROWS,
+    add_file,
+    expected,
+    fail_first_attempt,
+    frontier,
+    ids_by_time,
+    project_stream,
+    start_stream,
+    wait_frontier,
+)
 
 pytestmark = pytest.mark.spark
-
-ROWS = 40  # rows per input file: file i holds ids 100*i .. 100*i + ROWS - 1
-
 
 @pytest.fixture(scope="module")
 def cap(spark, jvm):
@@ -37,59 +43,8 @@ def use(cap, log: str) -> None:
     cap.conf.set("spark.eventlog.capture.operators", "all")
 
 
-def add_file(src: str, i: int) -> None:
-    """Input file ``i`` (written aside and renamed in: the file source never sees half a file)."""
-    tmp = os.path.join(os.path.dirname(src), f".in-{i}.csv")
-    with open(tmp, "w") as f:
-        for n in range(100 * i, 100 * i + ROWS):
-            f.write(f"{n},{n % 3}\n")
-    os.rename(tmp, os.path.join(src, f"in-{i:04d}.csv"))
-
-
-def expected(i: int) -> list[int]:
-    """The ids of file ``i`` the query keeps (the even ones)."""
-    return [n for n in range(100 * i, 100 * i + ROWS) if n % 2 == 0]
-
-
-def start(cap, src: str, ckpt: str, name: str, transform=None):
-    df = cap.readStream.schema("id LONG, k LONG").option("maxFilesPerTrigger", 1).csv(src)
-    df = df.where("id % 2 = 0").selectExpr("id", "k", "id * 10 as v")
-    if transform is not None:
-        df = transform(df)
-    return df.writeStream.format("noop").queryName(name).option("checkpointLocation", ckpt).start()
-
-
-def project_stream(log: str, name: str) -> str:
-    plan = read_plan(log, name)
-    return next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
-
-
-def ids_by_time(log: str, stream: str) -> dict[int, list[int]]:
-    """Each complete time's captured ids, sorted (duplicates kept)."""
-    out: dict[int, list[int]] = collections.defaultdict(list)
-    for t, table in Replayer(open_log(log), stream).completed():
-        out[t].extend(table.column("id").to_pylist())
-    return {t: sorted(v) for t, v in out.items()}
-
-
-def frontier(log: str, stream: str) -> list[int]:
-    r = Replayer(open_log(log), stream)
-    for _ in r:
-        pass
-    return list(r.frontier)
-
-
-def wait_frontier(log: str, stream: str, want: int) -> None:
-    """The last committed micro-batch is appended by the query's progress event (Spark's listener bus delivers
-    it asynchronously): wait until the stream's frontier got there, or fail saying where it is."""
-    deadline = time.monotonic() + 60
-    while frontier(log, stream) != [want] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert frontier(log, stream) == [want]
-
-
 def run_files(cap, src: str, ckpt: str, name: str, files: range, transform=None) -> None:
-    q = start(cap, src, ckpt, name, transform)
+    q = start_stream(cap, src, ckpt, name, transform)
     try:
         for i in files:
             add_file(src, i)
@@ -160,7 +115,7 @@ def test_a_restarted_query_running_a_batch_again_captures_it_once(cap, dirs):
         path = os.path.join(ckpt, "commits", name)
         if os.path.exists(path):
             os.remove(path)
-    q = start(cap, src, ckpt, "restarted")
+    q = start_stream(cap, src, ckpt, "restarted")
     try:
         q.processAllAvailable()  # batch 1 again
         assert q.lastProgress["batchId"] == 1
@@ -189,7 +144,7 @@ def test_a_run_that_failed_before_committing_its_batch_is_captured_once_on_resta
 
         return df.mapInArrow(check, df.schema)
 
-    q = start(cap, src, ckpt, "failing", fail_while_poisoned)
+    q = start_stream(cap, src, ckpt, "failing", fail_while_poisoned)
     try:
         add_file(src, 0)
         q.processAllAvailable()
@@ -220,18 +175,7 @@ def test_a_failed_task_attempt_in_a_micro_batch_is_retried_and_captured_once(cap
     marks = str(tmp_path / "marks")
     os.mkdir(marks)
 
-    def fail_first(df):
-        def run(batches):
-            from pyspark import TaskContext
-
-            ctx = TaskContext.get()
-            batch = ctx.getLocalProperty("streaming.sql.batchId")
-            open(os.path.join(marks, f"b{batch}-p{ctx.partitionId()}-a{ctx.attemptNumber()}"), "w").close()
-            yield from batches
-            if batch == "1" and ctx.attemptNumber() == 0:
-                raise RuntimeError("injected failure after the partition's rows went through")
-
-        return df.mapInArrow(run, df.schema)
+    fail_first = fail_first_attempt(marks)
 
     run_files(cap, src, ckpt, "retried", range(3), fail_first)
     assert any(m.startswith("b1-") and m.endswith("-a1") for m in os.listdir(marks))  # a task of batch 1 ran again
@@ -247,7 +191,7 @@ def test_a_micro_batch_with_more_partitions_than_the_stream_has_parts_stops_it(c
     query's state file, and the query's own output is unchanged."""
     log, src, ckpt = dirs
     use(cap, log)
-    q = start(cap, src, ckpt, "growing")
+    q = start_stream(cap, src, ckpt, "growing")
     try:
         add_file(src, 0)
         q.processAllAvailable()
