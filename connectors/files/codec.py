@@ -20,9 +20,16 @@ def file_codec(header: StreamHeader, *, avro_codec: str | None = None) -> EventC
     the schema: call it before writing anything of a new stream). ``avro_codec`` is the block codec of the 2.x
     Avro segments it creates (``deflate`` when None; every codec is read)."""
     if header.version[0] >= 2 and header.encoding == "arrow":
+        hit = _BY_HEADER.get(id(header))
+        if hit is not None and hit[0] is header:  # the header object seen before (a log hands out one per stream)
+            return hit[1]
         # the schema's bytes in the key: headers compare schemas without their (and their fields') metadata,
         # which the codec writes and gives back with the records
-        return _arrow_codec(header, header.schema.serialize().to_pybytes())
+        codec = _arrow_codec(header, header.schema.serialize().to_pybytes())
+        if len(_BY_HEADER) >= _KEEP:
+            _BY_HEADER.clear()
+        _BY_HEADER[id(header)] = (header, codec)  # the header held: its id names no other object meanwhile
+        return codec
     if header.version[0] >= 2 and header.encoding == "avro":
         from eventlog.encoding.avro_rows import AvroRowsCodec
 
@@ -30,7 +37,14 @@ def file_codec(header: StreamHeader, *, avro_codec: str | None = None) -> EventC
     return codec_for(header)
 
 
-@functools.lru_cache(maxsize=64)
+_KEEP = 64
+_BY_HEADER: dict[int, tuple[StreamHeader, ArrowFileCodec]] = {}
+"""The codec of each header object lately asked for: serializing the schema for ``_arrow_codec``'s key cost a
+replay ~70 µs per part it opened, and pyarrow lets the GIL go to do it (the replaying thread then waits behind
+the threads decoding ahead to get it back)."""
+
+
+@functools.lru_cache(maxsize=_KEEP)
 def _arrow_codec(header: StreamHeader, _schema: bytes) -> ArrowFileCodec:
     """The 2.x Arrow codec of ``header``, one shared by every reader and writer of an equal header: it holds no
     state of a segment (its encoders and decoders do), and building it (the schema serialized, an empty batch)

@@ -31,6 +31,27 @@ def test_equal_headers_share_a_codec_and_metadata_tells_them_apart() -> None:
     assert file_codec(other).header.schema.metadata == {b"stream": b"b"}
 
 
+def test_a_header_asked_again_gives_its_codec_without_serializing_its_schema(monkeypatch) -> None:
+    """The header object a log hands every reader finds its codec at once; another object equal to it (equal
+    schemas, other metadata) still gets a codec of its own schema."""
+    from connectors.files import codec as c
+
+    a = StreamHeader("s", 1, _schema("a"), version=(2, 0))
+    first = file_codec(a)
+    calls: list[StreamHeader] = []
+    real = c._arrow_codec
+
+    def counting(header: StreamHeader, schema: bytes):  # noqa: ANN202
+        calls.append(header)
+        return real(header, schema)
+
+    monkeypatch.setattr(c, "_arrow_codec", counting)
+    assert file_codec(a) is first and calls == []
+    other = StreamHeader("s", 1, _schema("b"), created=a.created, version=(2, 0))
+    assert file_codec(other).header.schema.metadata == {b"stream": b"b"} and calls == [other]
+    assert file_codec(a) is first
+
+
 def test_streams_differing_only_in_metadata_each_read_back_their_own(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("EVENTLOG_FILE_FORMAT", "2.0")
     log = open_log(str(tmp_path), sync="none")
