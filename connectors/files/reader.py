@@ -555,7 +555,7 @@ class FilePartReader(PartReader):
         key = (eos, cur.files.data_size, len(cur.blocks or []))
         if cur.footer_checked == key:
             return
-        problem = cur.files.footer_problem(eos, cur.blocks or [])
+        problem = cur.files.footer_problem(eos, cur.blocks or [], cur.mapped)
         if problem is not None:
             raise cur.files.error(problem, offset=eos + 8)
         cur.footer_checked = key

@@ -11,6 +11,7 @@ or an event still being written.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from eventlog.encoding.ipc_file import EOS, Block, footer, footer_blocks, trailer_length
 from eventlog.errors import CorruptLogError, UnsupportedVersionError
@@ -19,6 +20,9 @@ from . import index as ix
 from .framing import END, Framing, Malformed, framing_for
 from .layout import Layout
 from .storage import ReadFile, Storage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _BLOCK_ENTRIES = 4096
 """Index entries read at once."""
@@ -263,35 +267,55 @@ class SegmentFiles:
             return end <= offset + len(self.framing.suffix) if self.framing.suffix else True
         return n is None
 
-    def footer_problem(self, eos: int, places: list[tuple[int, int]]) -> str | None:
+    def footer_problem(self, eos: int, places: list[tuple[int, int]], mapped: pa.Buffer | None = None) -> str | None:
         """What is wrong with the footer of a 2.x Arrow segment whose end-of-stream marker is at ``eos``,
         given the ``(offset, length)`` of every event the segment holds (None when it lists exactly them:
-        third-party readers believe the footer, never the index)."""
-        trailer = trailer_length(self.read(self.data_size - 16, 16), self.data_size)
+        third-party readers believe the footer, never the index). ``mapped``: the data file as its reader mapped
+        it, read instead of the file where it reaches (``_finished_read``)."""
+        read = self._finished_read(mapped)
+        trailer = trailer_length(read(self.data_size - 16, 16), self.data_size)
         start = eos + len(EOS)
         if trailer is None or self.data_size - trailer != start:
             return "no whole footer after the end-of-stream marker"
         try:
-            blocks = footer_blocks(self.read(start, trailer - 10))
+            blocks = footer_blocks(read(start, trailer - 10))
         except ValueError as e:
             return f"damaged footer: {e}"
         if [(b.offset, b.meta_length + b.body_length) for b in blocks] != places:
             return (f"the footer lists {len(blocks)} record batches that are not the segment's {len(places)} events "
                     f"(offsets and lengths)")
-        if self.read(eos, self.data_size - eos) != self.suffix_for(places):
+        if read(eos, self.data_size - eos) != self.suffix_for(places, mapped):
             return ("the footer is not the one the segment's schema and events make (its schema, version or "
                     "blocks say something else than the segment: third-party readers would believe it)")
         return None
 
-    def suffix_for(self, places: "list[tuple[int, int]]") -> bytes:
+    def suffix_for(self, places: "list[tuple[int, int]]", mapped: pa.Buffer | None = None) -> bytes:
         """The end-of-stream marker and footer a 2.x Arrow segment holding the events at ``places``
         (``(offset, length)``) ends with: the prefix's schema message and each event's block, its metadata length
-        read from the event itself. Every writer writes exactly these bytes."""
+        read from the event itself. Every writer writes exactly these bytes. ``mapped`` as for ``footer_problem``."""
+        read = self._finished_read(mapped)
         blocks = []
         for offset, length in places:
-            meta = 8 + int.from_bytes(self.read(offset + 4, 4), "little", signed=True)
+            meta = 8 + int.from_bytes(read(offset + 4, 4), "little", signed=True)
             blocks.append(Block(offset, meta, length - meta))
-        return footer(self.read(8, (self.prefix_len or 0) - 8), blocks)
+        return footer(read(8, (self.prefix_len or 0) - 8), blocks)
+
+    def _finished_read(self, mapped: pa.Buffer | None) -> Callable[[int, int], bytes]:
+        """``read`` for a finished segment's bytes (its footer check): from ``mapped`` where it holds them, else from
+        the file. A finished segment is never cut, so its mapping holds what the file does; and a footer check
+        reads every event's metadata length, a system call apiece from the file, each letting the GIL go (the
+        replaying thread then waits behind the threads decoding ahead to get it back)."""
+        if mapped is None:
+            return self.read
+        reach = min(mapped.size, self.data_size)
+
+        def read(offset: int, length: int) -> bytes:
+            length = max(0, min(length, self.data_size - offset))
+            if 0 <= offset and offset + length <= reach:
+                return mapped.slice(offset, length).to_pybytes()
+            return self.read(offset, length)
+
+        return read
 
     def suffix_whole(self, offset: int) -> bool:
         """Whether the segment ends, cleanly, with the whole suffix that starts at ``offset`` (where the

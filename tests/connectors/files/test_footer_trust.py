@@ -97,3 +97,32 @@ def test_a_footer_is_checked_once_per_reading_of_a_finished_segment(tmp_path, mo
     seg.write_bytes(data[:at] + b"wxrd" + data[at + 4:])
     with pytest.raises(CorruptLogError, match="footer"):
         _read_all(root)
+
+
+def test_the_footer_check_of_a_mapped_segment_reads_the_mapping_not_the_file(tmp_path, monkeypatch):
+    """A reader has the finished segment mapped: the footer check (every event's metadata length, the footer, the
+    trailer) reads the mapping, not the file — a system call per event, each letting the GIL go. Its verdicts are
+    the file's: the single-bit flips above are refused through the mapping."""
+    from connectors.files.segment import SegmentFiles
+
+    root = tmp_path / "log"
+    _sealed(root)
+    inside, file_reads = [], []
+    real_check, real_read = SegmentFiles.footer_problem, SegmentFiles.read
+
+    def check(self, *a):  # noqa: ANN001, ANN202
+        inside.append(True)
+        try:
+            return real_check(self, *a)
+        finally:
+            inside.pop()
+
+    def read(self, offset, length):  # noqa: ANN001, ANN202
+        if inside:
+            file_reads.append((offset, length))
+        return real_read(self, offset, length)
+
+    monkeypatch.setattr(SegmentFiles, "footer_problem", check)
+    monkeypatch.setattr(SegmentFiles, "read", read)
+    assert len(_read_all(root)) == 7
+    assert file_reads == []
