@@ -277,7 +277,9 @@ def test_failed_query_leaves_unfinished_parts_and_no_staging(cap, tmp_path):
     deadline = time.monotonic() + 60  # the job fails while Spark still cancels its other task: its attempt ends after
     while os.path.exists(staging) and any(files for _, _, files in os.walk(staging)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not os.path.exists(staging) or not any(files for _, _, files in os.walk(staging))
+    left = sorted(f"{os.path.relpath(os.path.join(d, f), staging)} ({os.path.getsize(os.path.join(d, f))} B)"
+                  for d, _, files in os.walk(staging) for f in files) if os.path.exists(staging) else []
+    assert left == [], f"files left under .staging 60 s after the job failed: {left}"
 
 
 def test_the_settings_printed_for_spark_submit(tmp_path, capsys):

@@ -131,8 +131,13 @@ final class PartCapture {
             .resolve(partition + "-" + attempt + "-" + hex(nonce));
         Path streamDir = stagingRoot.resolve(spec.stream);
         this.stagedPart = streamDir.resolve("part=0");
-        createDirectories(streamDir);
-        Files.write(streamDir.resolve("_header.json"), spec.stagedHeader);
+        try {
+            createDirectories(streamDir);
+            Files.write(streamDir.resolve("_header.json"), spec.stagedHeader);
+        } catch (IOException | RuntimeException e) {
+            removeStaging();  // no capture is returned, so no task listener would ever discard it
+            throw e;
+        }
         Schema base = EventEncoder.readSchema(spec.schemaMessage);
         this.segmentFields = base.getFields();
         int n = segmentFields.size();
@@ -163,7 +168,11 @@ final class PartCapture {
             ok = true;
         } finally {
             if (!ok) {
-                release();
+                try {
+                    release();
+                } finally {
+                    removeStaging();  // as above: the folder and header written already would outlive the task
+                }
             }
         }
     }
