@@ -13,6 +13,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 import click
@@ -672,17 +673,41 @@ class _Interrupts:
     """Ctrl-C while a statement runs stops it: DuckDB runs without returning to Python (no KeyboardInterrupt
     until it is done), so the signal is also written to a pipe (``signal.set_wakeup_fd``) that a thread watches,
     which calls ``con.interrupt()`` until the statement ends (an interrupt before DuckDB runs a query is lost);
-    DuckDB then fails the statement as interrupted, and the shell goes on."""
+    DuckDB then fails the statement as interrupted, and the shell goes on.
+
+    Ctrl-C at the prompt drops the line being typed. Python's readline waits for a key in ``select`` and checks
+    for signals only when that wait is interrupted: a Ctrl-C that lands between the prompt being written and the
+    wait beginning is noted and never acted on, and the shell sits there until a key is pressed (the stall a
+    terminal test met under load). So the watcher checks that each Ctrl-C reached the prompt's handler
+    (``_taken``) and, when it has not within ``NUDGE`` seconds, sends the signal to the shell's thread again, which
+    interrupts the wait; Python runs the handler once for both."""
+
+    NUDGE = 0.1
+    """Seconds a Ctrl-C at the prompt is given to reach its handler before the signal is sent again."""
+    TRIES = 5
+    """Times the signal is sent again for one Ctrl-C."""
 
     def __init__(self, con: Any) -> None:
         self._con = con
         self._idle = threading.Event()
         self._idle.set()
+        self._main = threading.get_ident()  # the shell's thread: signal handlers run on it
+        self._delivered = 0  # Ctrl-Cs delivered (the watcher's count, its own signals left out)
+        self._taken = 0  # Ctrl-Cs whose Python handler ran (at the prompt or while a statement ran)
+        self._resent = 0  # signals the watcher sent itself and has not read back from the pipe yet
         self._read, self._write = os.pipe()
         os.set_blocking(self._write, False)
         self._old_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._old_handler = signal.signal(signal.SIGINT, self._at_prompt)
         self._thread = threading.Thread(target=self._watch, name="replay-sql-interrupt", daemon=True)
         self._thread.start()
+
+    def _at_prompt(self, signum: int, frame: object) -> None:
+        self._taken += 1
+        raise KeyboardInterrupt
+
+    def _while_running(self, signum: int, frame: object) -> None:
+        self._taken += 1  # DuckDB is interrupted by the watcher, not by an exception
 
     def _watch(self) -> None:
         while True:
@@ -692,16 +717,43 @@ class _Interrupts:
                 return
             if not signals:  # close(): the write end is closed
                 return
-            if not self._idle.is_set() and int(signal.SIGINT) in signals:
-                while True:
-                    self._con.interrupt()
-                    if self._idle.wait(0.05):
-                        break
+            for sig in signals:
+                if sig != int(signal.SIGINT):
+                    continue
+                if self._resent:  # one of ours: the Ctrl-C it carried is being seen to already
+                    self._resent -= 1
+                    continue
+                self._delivered += 1
+                if not self._idle.is_set():
+                    while True:
+                        self._con.interrupt()
+                        if self._idle.wait(0.05):
+                            break
+                else:
+                    self._see_taken()
+
+    def _see_taken(self) -> None:
+        """Wait for the Ctrl-C just delivered at the prompt to reach its handler; send the signal to the shell's
+        thread again while it has not (it is waiting in ``select`` that the first one did not interrupt)."""
+        for _ in range(self.TRIES):
+            waited = 0.0
+            while waited < self.NUDGE:
+                if self._taken >= self._delivered or not self._idle.is_set():
+                    return
+                time.sleep(0.01)
+                waited += 0.01
+            self._resent += 1
+            try:
+                signal.pthread_kill(self._main, signal.SIGINT)
+            except (OSError, ValueError):  # the shell's thread is gone
+                self._resent -= 1
+                return
+        self._delivered = self._taken  # coalesced Ctrl-Cs: Python ran the handler once for several
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """While a statement runs, Ctrl-C interrupts DuckDB (not Python)."""
-        old = signal.signal(signal.SIGINT, lambda signum, frame: None)
+        old = signal.signal(signal.SIGINT, self._while_running)
         self._idle.clear()
         try:
             yield
@@ -710,6 +762,7 @@ class _Interrupts:
             signal.signal(signal.SIGINT, old)
 
     def close(self) -> None:
+        signal.signal(signal.SIGINT, self._old_handler)
         signal.set_wakeup_fd(self._old_fd)
         os.close(self._write)
         self._thread.join()
