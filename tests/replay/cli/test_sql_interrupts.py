@@ -37,6 +37,7 @@ def test_a_ctrl_c_noted_before_the_wait_begins_still_interrupts_the_prompt() -> 
     libc = ctypes.CDLL(None, use_errno=True)
     r, w = os.pipe()
     con = _Con()
+    before = signal.getsignal(signal.SIGINT)  # pytest-xdist's workers ignore SIGINT
     it = _Interrupts(con)
     waiting = threading.Event()
     release = threading.Event()
@@ -70,4 +71,4 @@ def test_a_ctrl_c_noted_before_the_wait_begins_still_interrupts_the_prompt() -> 
     assert interrupted
     assert read_errno == errno.EINTR, "the read ended with the test's own byte: the Ctrl-C stalled the prompt"
     assert con.interrupts == 0  # at the prompt: nothing of DuckDB's is interrupted
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # close() puts the handler back
+    assert signal.getsignal(signal.SIGINT) == before  # close() puts the handler back
