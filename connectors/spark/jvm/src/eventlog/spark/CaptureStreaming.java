@@ -586,7 +586,7 @@ final class CaptureStreaming {
             return;  // being planned: its description is put before any task runs
         }
         StagedBatch staged = StagedBatch.read(raw, store.display(prefix + "/_spec"));
-        TapSpec spec = new TapSpec(staged.spec, store);
+        TapSpec spec = staged.spec.on(store);
         int partitions = staged.partitions;
         if (!spec.stream.equals(stream) || !prefix.endsWith("/" + spec.job) || spec.peers != st.peers
                 || spec.startSeqs == null || spec.startSeqs.length != st.peers) {

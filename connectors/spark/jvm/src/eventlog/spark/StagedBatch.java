@@ -41,7 +41,7 @@ public final class StagedBatch {
     static byte[] bytes(TapSpec spec, int partitions) throws IOException {
         java.io.ByteArrayOutputStream f = new java.io.ByteArrayOutputStream();
         try (ObjectOutputStream o = new ObjectOutputStream(f)) {
-            o.writeObject(spec.store == null ? spec : new TapSpec(spec, null));  // no credentials in the log
+            o.writeObject(spec.store == null ? spec : spec.on(null));  // no credentials in the log
             o.writeInt(partitions);
         }
         return f.toByteArray();

@@ -6,13 +6,14 @@ import java.io.Serializable;
  * What every task of one JVM tap needs to capture its partition (built on the driver by the Python side,
  * shipped with the task): where the log is, the stream, the segment schema, the time, the sizes.
  */
-public final class TapSpec implements Serializable {
+public final class TapSpec implements Serializable, Cloneable {
     private static final long serialVersionUID = 1L;
 
     /** Root folder of a local file log; on an object store, the key prefix of the log's root (no slashes around). */
     final String root;
-    /** The object store the log lives on (its bucket holds {@link #root}), or null for a local file log. */
-    final ObjectStore store;
+    /** The object store the log lives on (its bucket holds {@link #root}), or null for a local file log. Set by the
+     * constructor, and in a copy by {@link #on} only. */
+    ObjectStore store;
     /** The stream's name. */
     final String stream;
     /** This tap's id: the staging folder of its attempts is {@code <root>/.staging/<stream>/<job>}. */
@@ -53,26 +54,18 @@ public final class TapSpec implements Serializable {
     /** With {@link #startSeqs}: the parts' frontier before the micro-batch. */
     long since;
 
-    /** A copy of {@code o} on {@code store} (null: none), as a staged micro-batch's description is written (no
-     * credentials in the log) and read back ({@link StagedBatch}). */
-    TapSpec(TapSpec o, ObjectStore store) {
-        this.root = o.root;
-        this.store = store;
-        this.stream = o.stream;
-        this.job = o.job;
-        this.peers = o.peers;
-        this.schemaMessage = o.schemaMessage;
-        this.stagedHeader = o.stagedHeader;
-        this.timeColumn = o.timeColumn;
-        this.arity = o.arity;
-        this.literal = o.literal;
-        this.segmentBytes = o.segmentBytes;
-        this.eventRows = o.eventRows;
-        this.eventBytes = o.eventBytes;
-        this.fsync = o.fsync;
-        this.compress = o.compress;
-        this.startSeqs = o.startSeqs == null ? null : o.startSeqs.clone();
-        this.since = o.since;
+    /** A copy of this spec on {@code store} (null: none), as a staged micro-batch's description is written (no
+     * credentials in the log) and read back ({@link StagedBatch}): every field copied, whatever fields there are. */
+    TapSpec on(ObjectStore store) {
+        TapSpec copy;
+        try {
+            copy = (TapSpec) clone();
+        } catch (CloneNotSupportedException e) {
+            throw new AssertionError(e);  // Cloneable
+        }
+        copy.store = store;
+        copy.startSeqs = startSeqs == null ? null : startSeqs.clone();  // the one array a tap changes
+        return copy;
     }
 
     /** As the constructor below, for a stream compressed with zstd (the default). */
