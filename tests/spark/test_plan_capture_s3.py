@@ -19,12 +19,15 @@ from eventlog import open_log
 from replay import Replayer
 from replay.cli import main
 from tests.support.streaming_capture import (
-    add_file,
     expected,
     fail_first_attempt,
+    forget_commit,
     frontier,
     ids_by_time,
-    start_stream,
+    project_stream,
+    rerun_batch_1_then_2,
+    run_files,
+    run_until_poisoned,
     wait_frontier,
 )
 
@@ -118,16 +121,8 @@ def test_a_streaming_query_into_s3_captures_each_micro_batch_at_its_time(streami
     cap.conf.set("spark.eventlog.capture.dir", log)
     src = tmp_path / "src"
     src.mkdir()
-    q = start_stream(cap, src, str(tmp_path / "ckpt"), "s3_orders")
-    try:
-        for i in range(3):
-            add_file(src, i)
-            q.processAllAvailable()
-    finally:
-        q.stop()
-    assert q.exception() is None
-    plan = read_plan(log, "s3_orders")
-    stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
+    run_files(cap, src, str(tmp_path / "ckpt"), "s3_orders", range(3))
+    stream = project_stream(log, "s3_orders")
     assert stream.startswith("s3_orders.")
     wait_frontier(log, stream, 3, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
@@ -165,23 +160,12 @@ def test_a_streaming_query_into_s3_captures_each_row_once_across_a_retry_and_a_r
 
     fail_first = fail_first_attempt(marks)
 
-    q = start_stream(cap, src, ckpt, "s3_again", fail_first)
-    try:
-        for i in range(2):
-            add_file(src, i)
-            q.processAllAvailable()
-    finally:
-        q.stop()
-    assert q.exception() is None
+    run_files(cap, src, ckpt, "s3_again", range(2), fail_first)
     assert any(m.startswith("b1-") and m.endswith("-a1") for m in os.listdir(marks))  # batch 1's task ran again
-    plan = read_plan(log, "s3_again")
-    stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
+    stream = project_stream(log, "s3_again")
     wait_frontier(log, stream, 2, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(2)}
-    for name in ("1", ".1.crc"):
-        path = os.path.join(ckpt, "commits", name)
-        if os.path.exists(path):
-            os.remove(path)
+    forget_commit(ckpt, 1)
     _restart_and_finish(cap, src, ckpt, "s3_again", fail_first, log, stream)
 
 
@@ -207,18 +191,8 @@ def test_a_streaming_run_into_s3_that_failed_before_committing_its_batch_is_capt
 
         return df.mapInArrow(check, df.schema)
 
-    q = start_stream(cap, src, ckpt, "s3_failing", fail_while_poisoned)
-    try:
-        add_file(src, 0)
-        q.processAllAvailable()
-        open(poison, "w").close()
-        add_file(src, 1)
-        with pytest.raises(Exception, match="injected failure"):
-            q.processAllAvailable()
-    finally:
-        q.stop()
-    plan = read_plan(log, "s3_failing")
-    stream = next(op.stream for op in plan.operators if op.name == "Project" and op.stream)
+    run_until_poisoned(cap, src, ckpt, "s3_failing", fail_while_poisoned, poison)
+    stream = project_stream(log, "s3_failing")
     # the failed run's claim of batch 1's partition is staged on the store, never appended (not committed)
     claims = [k for k in object_keys(log) if k.startswith(f".staging/{stream}/b00000000000000000001-")
               and k.endswith("/part=0")]
@@ -236,15 +210,7 @@ def test_a_streaming_run_into_s3_that_failed_before_committing_its_batch_is_capt
 def _restart_and_finish(cap, src, ckpt: str, name: str, transform, log: str, stream: str) -> None:  # noqa: ANN001
     """Restart the query: it runs batch 1 again, then batch 2 of a new file; the stream then holds batches 0-2,
     each row once, and nothing is left staged on the store."""
-    q = start_stream(cap, src, ckpt, name, transform)
-    try:
-        q.processAllAvailable()  # batch 1 again
-        assert q.lastProgress["batchId"] == 1
-        add_file(src, 2)
-        q.processAllAvailable()
-    finally:
-        q.stop()
-    assert q.exception() is None
+    rerun_batch_1_then_2(cap, src, ckpt, name, transform)
     wait_frontier(log, stream, 3, deadline_s=90)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
     assert staging_keys(log) == []

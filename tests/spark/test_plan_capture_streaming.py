@@ -22,9 +22,13 @@ from tests.support.streaming_capture import (
     add_file,
     expected,
     fail_first_attempt,
+    forget_commit,
     frontier,
     ids_by_time,
     project_stream,
+    rerun_batch_1_then_2,
+    run_files,
+    run_until_poisoned,
     start_stream,
     wait_frontier,
 )
@@ -41,17 +45,6 @@ def cap(spark, jvm):
 def use(cap, log: str) -> None:
     cap.conf.set("spark.eventlog.capture.dir", log)
     cap.conf.set("spark.eventlog.capture.operators", "all")
-
-
-def run_files(cap, src: str, ckpt: str, name: str, files: range, transform=None) -> None:
-    q = start_stream(cap, src, ckpt, name, transform)
-    try:
-        for i in files:
-            add_file(src, i)
-            q.processAllAvailable()
-    finally:
-        q.stop()
-    assert q.exception() is None
 
 
 def assert_no_staging(log: str) -> None:
@@ -111,18 +104,8 @@ def test_a_restarted_query_running_a_batch_again_captures_it_once(cap, dirs):
     run_files(cap, src, ckpt, "restarted", range(2))
     stream = project_stream(log, "restarted")
     wait_frontier(log, stream, 2)
-    for name in ("1", ".1.crc"):
-        path = os.path.join(ckpt, "commits", name)
-        if os.path.exists(path):
-            os.remove(path)
-    q = start_stream(cap, src, ckpt, "restarted")
-    try:
-        q.processAllAvailable()  # batch 1 again
-        assert q.lastProgress["batchId"] == 1
-        add_file(src, 2)
-        q.processAllAvailable()
-    finally:
-        q.stop()
+    forget_commit(ckpt, 1)
+    rerun_batch_1_then_2(cap, src, ckpt, "restarted")
     wait_frontier(log, stream, 3)
     assert ids_by_time(log, stream) == {t: expected(t) for t in range(3)}
     assert_no_staging(log)
@@ -144,16 +127,7 @@ def test_a_run_that_failed_before_committing_its_batch_is_captured_once_on_resta
 
         return df.mapInArrow(check, df.schema)
 
-    q = start_stream(cap, src, ckpt, "failing", fail_while_poisoned)
-    try:
-        add_file(src, 0)
-        q.processAllAvailable()
-        open(poison, "w").close()
-        add_file(src, 1)
-        with pytest.raises(Exception, match="injected failure"):
-            q.processAllAvailable()
-    finally:
-        q.stop()
+    run_until_poisoned(cap, src, ckpt, "failing", fail_while_poisoned, poison)
     # the failed run claimed batch 1's partition (its rows went through before the task failed): staged, never
     # appended, since Spark did not commit the batch
     staged = glob.glob(os.path.join(log, ".staging", "failing.*-Project", "b00000000000000000001-*", "part=0"))

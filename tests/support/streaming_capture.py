@@ -8,6 +8,8 @@ import collections
 import os
 import time
 
+import pytest
+
 from connectors.spark.plan_capture import read_plan
 from eventlog import open_log
 from replay import Replayer
@@ -37,6 +39,58 @@ def start_stream(cap, src: "str | os.PathLike[str]", ckpt: str, name: str, trans
     if transform is not None:
         df = transform(df)
     return df.writeStream.format("noop").queryName(name).option("checkpointLocation", ckpt).start()
+
+
+def run_files(cap, src: "str | os.PathLike[str]", ckpt: str, name: str, files: range,  # noqa: ANN001
+              transform=None) -> None:  # noqa: ANN001
+    """Start the query, add each of ``files`` and process it, stop; the query must not have failed."""
+    q = start_stream(cap, src, ckpt, name, transform)
+    try:
+        for i in files:
+            add_file(src, i)
+            q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+
+
+def run_until_poisoned(cap, src: "str | os.PathLike[str]", ckpt: str, name: str, transform,  # noqa: ANN001
+                       poison: str) -> None:
+    """Start the query, process file 0, then create ``poison`` (the ``transform``'s cue to fail) and add file 1:
+    micro-batch 1 must fail with the transform's "injected failure"; the query is stopped."""
+    q = start_stream(cap, src, ckpt, name, transform)
+    try:
+        add_file(src, 0)
+        q.processAllAvailable()
+        open(poison, "w").close()
+        add_file(src, 1)
+        with pytest.raises(Exception, match="injected failure"):
+            q.processAllAvailable()
+    finally:
+        q.stop()
+
+
+def forget_commit(ckpt: str, batch: int) -> None:
+    """Remove micro-batch ``batch``'s commit from the checkpoint: a restarted query runs that batch again."""
+    for name in (str(batch), f".{batch}.crc"):
+        path = os.path.join(ckpt, "commits", name)
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def rerun_batch_1_then_2(cap, src: "str | os.PathLike[str]", ckpt: str, name: str,  # noqa: ANN001
+                         transform=None) -> None:  # noqa: ANN001
+    """Restart the query whose batch 1 is uncommitted: it must run batch 1 again, then batch 2 of a new file;
+    the query is stopped and must not have failed."""
+    q = start_stream(cap, src, ckpt, name, transform)
+    try:
+        q.processAllAvailable()  # batch 1 again
+        assert q.lastProgress["batchId"] == 1
+        add_file(src, 2)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
 
 
 def project_stream(log: str, name: str) -> str:
