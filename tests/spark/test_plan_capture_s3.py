@@ -112,16 +112,21 @@ def streaming(cap):
         cap.conf.unset("spark.sql.shuffle.partitions")
 
 
+def _capture_into(cap, log: str, tmp_path):  # noqa: ANN001, ANN202
+    """Capture the session's queries into ``log``; the input folder (made) and the checkpoint of a query."""
+    cap.conf.set("spark.eventlog.capture.dir", log)
+    src = tmp_path / "src"
+    src.mkdir()
+    return log, src, str(tmp_path / "ckpt")
+
+
 def test_a_streaming_query_into_s3_captures_each_micro_batch_at_its_time(streaming, s3_bucket, s3_server, tmp_path):
     """Three micro-batches: each operator's stream on S3 holds each batch's rows at its batch id, the frontier is
     3, ``replay plan s3://…`` shows the streaming query, the state is an object under ``_plans``, and nothing is
     left staged (nor does any object hold the store's secret key)."""
     cap = streaming
-    log = f"{s3_bucket}/streaming"
-    cap.conf.set("spark.eventlog.capture.dir", log)
-    src = tmp_path / "src"
-    src.mkdir()
-    run_files(cap, src, str(tmp_path / "ckpt"), "s3_orders", range(3))
+    log, src, ckpt = _capture_into(cap, f"{s3_bucket}/streaming", tmp_path)
+    run_files(cap, src, ckpt, "s3_orders", range(3))
     stream = project_stream(log, "s3_orders")
     assert stream.startswith("s3_orders.")
     wait_frontier(log, stream, 3, deadline_s=90)
@@ -150,11 +155,7 @@ def test_a_streaming_query_into_s3_captures_each_row_once_across_a_retry_and_a_r
     then batch 1's commit is removed from the checkpoint and the restarted query runs batch 1 again (the stream
     holds it already: not captured again), and batch 2 continues the stream."""
     cap = streaming
-    log = f"{s3_bucket}/streaming-again"
-    cap.conf.set("spark.eventlog.capture.dir", log)
-    src = tmp_path / "src"
-    src.mkdir()
-    ckpt = str(tmp_path / "ckpt")
+    log, src, ckpt = _capture_into(cap, f"{s3_bucket}/streaming-again", tmp_path)
     marks = str(tmp_path / "marks")
     os.mkdir(marks)
 
@@ -175,11 +176,7 @@ def test_a_streaming_run_into_s3_that_failed_before_committing_its_batch_is_capt
     with batch 1 uncommitted and its claim left staged (its ``_spec`` object holding no credentials); the
     restarted run drops that staging, runs batch 1 again and the stream holds it once."""
     cap = streaming
-    log = f"{s3_bucket}/streaming-failed"
-    cap.conf.set("spark.eventlog.capture.dir", log)
-    src = tmp_path / "src"
-    src.mkdir()
-    ckpt = str(tmp_path / "ckpt")
+    log, src, ckpt = _capture_into(cap, f"{s3_bucket}/streaming-failed", tmp_path)
     poison = str(tmp_path / "poison")
 
     def fail_while_poisoned(df):
