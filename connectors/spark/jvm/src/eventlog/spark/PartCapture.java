@@ -469,7 +469,7 @@ final class PartCapture {
         seal();
         if (spec.store != null) {  // the driver reads it from the log's staging area on the store
             try {
-                upload(stagingRoot, STAGING_DIR + "/" + spec.stream + "/" + spec.job + "/" + stagingRoot.getFileName());
+                upload(stagingRoot, jobStaging(spec) + "/" + stagingRoot.getFileName());
             } finally {
                 removeStaging();
             }
@@ -658,7 +658,12 @@ final class PartCapture {
     /** The key of the object claiming partition {@code part} of a micro-batch on a store: {@code
      * <root>/.staging/<stream>/<job>/part=<p>}, holding the name of the claiming attempt's folder beside it. */
     static String claimKey(TapSpec spec, int part) {
-        return key(spec, STAGING_DIR + "/" + spec.stream + "/" + spec.job + "/part=" + part);
+        return key(spec, jobStaging(spec) + "/part=" + part);
+    }
+
+    /** The job's staging folder on a store, relative to the log's root: {@code .staging/<stream>/<job>}. */
+    static String jobStaging(TapSpec spec) {
+        return STAGING_DIR + "/" + spec.stream + "/" + spec.job;
     }
 
     /**
@@ -681,7 +686,7 @@ final class PartCapture {
                 + " does not start with its first segment " + first);
         }
         String folder = stagingRoot.getFileName().toString();
-        String prefix = key(spec, STAGING_DIR + "/" + spec.stream + "/" + spec.job + "/" + folder);
+        String prefix = key(spec, jobStaging(spec) + "/" + folder);
         List<String> put = new ArrayList<>();
         boolean claimed = false;
         try {
